@@ -1,0 +1,390 @@
+//! The `frognano` command: set up the runtime, run a repository's tests in the sandbox, and
+//! benchmark the sandbox against native pytest.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use frognano_core::{Limits, RunOutcome, TestReport};
+use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Exit status when the command itself failed (bad arguments, setup errors).
+const EXIT_ERROR: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(name = "frognano", version, about = "Train and run compact coding agents; run repositories' tests in WebAssembly sandboxes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand, Debug)]
+enum Commands {
+    /// Fetch, verify and prepare every runtime asset (idempotent).
+    Setup(SetupArgs),
+    /// Run a repository's test suite in the sandbox.
+    ///
+    /// Exit status: 0 all selected tests passed, 1 some failed, 2 usage or setup error,
+    /// 3 timeout, 4 memory cap reached, 5 no tests collected, 6 output cap reached,
+    /// 7 the interpreter crashed.
+    Test(TestArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Args, Debug)]
+struct ImageArgs {
+    /// CPython image: python-3.15 (default, snapshot) or python-3.12.
+    #[arg(long, default_value = "python-3.15")]
+    image: String,
+    /// Disable the pre-initialised interpreter snapshot (slower; for comparison).
+    #[arg(long)]
+    no_snapshot: bool,
+}
+
+impl ImageArgs {
+    fn options(&self) -> anyhow::Result<SandboxOptions> {
+        Ok(SandboxOptions {
+            image: ImageKind::parse(&self.image)?,
+            snapshot: !self.no_snapshot,
+            ..SandboxOptions::default()
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+struct SetupArgs {
+    /// Prepare every image, not only the default one.
+    #[arg(long)]
+    all_images: bool,
+    #[command(flatten)]
+    image: ImageArgs,
+}
+
+#[derive(Args, Debug)]
+struct TestArgs {
+    /// The repository to test (never modified: tests run on a copy).
+    repo: PathBuf,
+    /// Print one JSON object with the report on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Wall-clock limit in seconds.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Memory cap in MiB.
+    #[arg(long)]
+    memory_mb: Option<u64>,
+    /// Output cap in bytes (stdout and stderr each).
+    #[arg(long)]
+    output_bytes: Option<usize>,
+    #[command(flatten)]
+    image: ImageArgs,
+    /// Arguments passed to pytest (after `--`).
+    #[arg(last = true)]
+    pytest_args: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Run the same suite natively (`python3 -m pytest`) and in the sandbox, alternating, and
+    /// print the medians and the ratio sandbox/native.
+    Sandbox(BenchSandboxArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchSandboxArgs {
+    /// Repository to benchmark (default: the bundled sample repository).
+    #[arg(long)]
+    repo: Option<PathBuf>,
+    /// Timed runs of each (after one warm-up each).
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Host Python for the native runs.
+    #[arg(long, default_value = "python3")]
+    python: String,
+    #[command(flatten)]
+    image: ImageArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Commands::Setup(args) => setup(&args),
+        Commands::Test(args) => test(&args),
+        Commands::Bench(BenchCommand::Sandbox(args)) => bench_sandbox(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// A spinner that shows each setup step; steps that finish are printed above it.
+struct Steps {
+    bar: ProgressBar,
+}
+
+impl Steps {
+    fn new(quiet: bool) -> Self {
+        let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
+        bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        bar.enable_steady_tick(Duration::from_millis(120));
+        Steps { bar }
+    }
+
+    fn step(&self, message: &str) {
+        if !self.bar.is_hidden() {
+            self.bar.println(format!("  {message}"));
+        }
+        self.bar.set_message(message.to_string());
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn open_sandbox(options: SandboxOptions, quiet: bool) -> anyhow::Result<Sandbox> {
+    let steps = Steps::new(quiet);
+    let sandbox = Sandbox::new(options, &|msg| steps.step(msg));
+    steps.finish();
+    Ok(sandbox?)
+}
+
+fn setup(args: &SetupArgs) -> anyhow::Result<ExitCode> {
+    let base = args.image.options()?;
+    let images: Vec<ImageKind> = if args.all_images { ImageKind::ALL.to_vec() } else { vec![base.image] };
+    for image in images {
+        println!("preparing {image}");
+        let started = Instant::now();
+        let sandbox = open_sandbox(SandboxOptions { image, ..base.clone() }, false)?;
+        let check = sandbox.run_python("import sys; print(sys.version.split()[0])", Limits::default())?;
+        if check.exit_code != Some(0) {
+            bail!("{image} does not start: {:?} {}", check.detail, check.stderr);
+        }
+        println!(
+            "{image} ready in {:.1} s: CPython {} under wasmtime, snapshot {}",
+            started.elapsed().as_secs_f64(),
+            check.stdout.trim(),
+            if sandbox.uses_snapshot() { "on" } else { "off" }
+        );
+    }
+    println!("cache: {}", frognano_sandbox::assets::cache_dir().display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn exit_code_for(outcome: RunOutcome) -> u8 {
+    match outcome {
+        RunOutcome::Passed => 0,
+        RunOutcome::Failed => 1,
+        RunOutcome::Timeout => 3,
+        RunOutcome::MemoryExceeded => 4,
+        RunOutcome::NoTests => 5,
+        RunOutcome::OutputExceeded => 6,
+        RunOutcome::Crashed => 7,
+    }
+}
+
+fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
+    if !args.repo.is_dir() {
+        bail!("{}: not a directory", args.repo.display());
+    }
+    let sandbox = open_sandbox(args.image.options()?, args.json)?;
+    let prepared = sandbox.prepare_repo(&args.repo, &|msg| {
+        if !args.json {
+            eprintln!("  {msg}");
+        }
+    })?;
+    let limits = if args.timeout.is_some() || args.memory_mb.is_some() || args.output_bytes.is_some() {
+        let mut limits = Limits::default();
+        if let Some(t) = args.timeout.or(prepared.config.test.timeout) {
+            limits.timeout_s = t;
+        }
+        if let Some(m) = args.memory_mb.or(prepared.config.test.memory_mb) {
+            limits.memory_mb = m;
+        }
+        if let Some(o) = args.output_bytes {
+            limits.output_bytes = o;
+        }
+        limits.validate()?;
+        Some(limits)
+    } else {
+        None
+    };
+    let request = TestRequest {
+        pytest_args: args.pytest_args.clone(),
+        limits,
+    };
+    let workspace = tempfile_dir()?;
+    frognano_sandbox::workspace::copy_repo(&args.repo, workspace.path())?;
+    let report = sandbox.run_tests_in_workspace(&prepared, workspace.path(), &request)?;
+    if args.json {
+        println!("{}", report_json(&report));
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::from(exit_code_for(report.outcome)))
+}
+
+fn tempfile_dir() -> anyhow::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix("frognano-cli-").tempdir().context("create a temporary directory")
+}
+
+fn report_json(report: &TestReport) -> serde_json::Value {
+    let tests: Vec<serde_json::Value> = report
+        .tests
+        .iter()
+        .map(|t| {
+            let mut value = serde_json::json!({"id": t.id, "outcome": t.outcome, "duration_s": t.duration_s});
+            if let Some(message) = &t.message {
+                value["message"] = serde_json::Value::String(message.clone());
+            }
+            value
+        })
+        .collect();
+    serde_json::json!({
+        "outcome": report.outcome,
+        "passed": report.passed,
+        "failed": report.failed,
+        "errors": report.errors,
+        "skipped": report.skipped,
+        "xfailed": report.xfailed,
+        "xpassed": report.xpassed,
+        "duration_s": report.duration_s,
+        "exit_code": report.exit_code,
+        "detail": report.detail,
+        "tests": tests,
+    })
+}
+
+fn print_report(report: &TestReport) {
+    for test in report.tests.iter().filter(|t| !t.outcome.is_ok()) {
+        println!("{} {}", test.outcome.as_str().to_uppercase(), test.id);
+        if let Some(message) = &test.message {
+            for line in message.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev() {
+                println!("    {line}");
+            }
+        }
+    }
+    if let Some(detail) = &report.detail {
+        println!("{}: {detail}", report.outcome.as_str());
+    }
+    println!(
+        "{}: {} passed, {} failed, {} errors, {} skipped, {} xfailed, {} xpassed in {:.2} s",
+        report.outcome.as_str(),
+        report.passed,
+        report.failed,
+        report.errors,
+        report.skipped,
+        report.xfailed,
+        report.xpassed,
+        report.duration_s
+    );
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+}
+
+fn default_repo() -> anyhow::Result<PathBuf> {
+    let candidates = [
+        PathBuf::from("examples/repos/tinyparse"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/repos/tinyparse"),
+    ];
+    candidates
+        .into_iter()
+        .find(|p| p.is_dir())
+        .context("the bundled sample repository was not found; pass --repo DIR")
+}
+
+fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let repo = match &args.repo {
+        Some(repo) => repo.clone(),
+        None => default_repo()?,
+    };
+    let sandbox = open_sandbox(args.image.options()?, false)?;
+    let prepared = sandbox.prepare_repo(&repo, &|msg| eprintln!("  {msg}"))?;
+    // Native runs use their own copy too, so neither side writes into the user's repository.
+    let native_dir = tempfile_dir()?;
+    frognano_sandbox::workspace::copy_repo(&repo, native_dir.path())?;
+    let native_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider"];
+    let run_native = || -> anyhow::Result<(f64, bool)> {
+        let started = Instant::now();
+        let output = Command::new(&args.python)
+            .args(native_args)
+            .args(&prepared.config.test.args)
+            .current_dir(native_dir.path())
+            .output()
+            .with_context(|| format!("run {} -m pytest", args.python))?;
+        Ok((started.elapsed().as_secs_f64(), output.status.success()))
+    };
+    let run_sandbox = || -> anyhow::Result<(f64, TestReport)> {
+        let started = Instant::now();
+        let workspace = tempfile_dir()?;
+        frognano_sandbox::workspace::copy_repo(&repo, workspace.path())?;
+        let report = sandbox.run_tests_in_workspace(&prepared, workspace.path(), &TestRequest::default())?;
+        Ok((started.elapsed().as_secs_f64(), report))
+    };
+    let (_, native_ok) = run_native()?;
+    if !native_ok {
+        bail!("the native run failed: is pytest installed for {}?", args.python);
+    }
+    let (_, report) = run_sandbox()?;
+    println!(
+        "repository: {} ({} tests; image {}, snapshot {})",
+        repo.display(),
+        report.tests.len(),
+        sandbox.image(),
+        if sandbox.uses_snapshot() { "on" } else { "off" }
+    );
+    let bar = ProgressBar::new(args.runs as u64 * 2);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let mut native = Vec::with_capacity(args.runs);
+    let mut sandboxed = Vec::with_capacity(args.runs);
+    for _ in 0..args.runs {
+        native.push(run_native()?.0);
+        bar.inc(1);
+        let (seconds, report) = run_sandbox()?;
+        if report.outcome != RunOutcome::Passed {
+            bar.finish_and_clear();
+            bail!("the sandboxed run did not pass: {:?} {:?}", report.outcome, report.detail);
+        }
+        sandboxed.push(seconds);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let native_median = median(&mut native);
+    let sandbox_median = median(&mut sandboxed);
+    println!("{:<28} {:>10} {:>10} {:>10}", "", "median s", "min s", "max s");
+    println!(
+        "{:<28} {:>10.3} {:>10.3} {:>10.3}",
+        format!("native {}", args.python),
+        native_median,
+        native[0],
+        native[native.len() - 1]
+    );
+    println!(
+        "{:<28} {:>10.3} {:>10.3} {:>10.3}",
+        format!("sandbox {}", sandbox.image()),
+        sandbox_median,
+        sandboxed[0],
+        sandboxed[sandboxed.len() - 1]
+    );
+    println!("ratio sandbox/native: {:.2}", sandbox_median / native_median);
+    Ok(ExitCode::SUCCESS)
+}

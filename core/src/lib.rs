@@ -1,0 +1,23 @@
+//! Domain types, errors and traits shared by every FrogNano crate.
+//!
+//! FrogNano trains and runs compact coding agents with reinforcement learning. This crate
+//! holds the vocabulary the other crates speak: a [`Task`] (a repository with a bug to fix),
+//! the [`Action`]s an agent emits and the [`Observation`]s it gets back, the [`TestReport`]
+//! of a sandboxed test run, and the four traits the system is built from:
+//! [`Environment`] (where an agent acts), [`TaskSynthesizer`] (where tasks come from),
+//! [`Policy`] (what chooses actions) and [`Trainer`] (what improves the policy).
+//! Every record is serde-serialisable so that tasks, trajectories and reports can be
+//! written as JSONL and read back from Python or C.
+
+mod error;
+mod report;
+mod task;
+mod traits;
+
+pub use error::{Error, Result};
+pub use report::{RunOutcome, TestOutcome, TestRecord, TestReport};
+pub use task::{
+    Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource, StepResult,
+    Task, ToolCall, Turn,
+};
+pub use traits::{Environment, IterationMetrics, Policy, TaskSynthesizer, Trainer};

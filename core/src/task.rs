@@ -1,0 +1,225 @@
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Where a task's clean repository comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RepoSource {
+    /// A directory on the host, with the sha256 of its tracked contents when known.
+    Path {
+        /// The clean repository.
+        path: PathBuf,
+        /// Content hash of the clean tree, used to detect a repository that changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content_hash: Option<String>,
+    },
+}
+
+/// Resource limits for sandboxed runs of a task or command.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Limits {
+    /// Wall-clock seconds per run.
+    pub timeout_s: f64,
+    /// Linear-memory cap of the guest, in MiB.
+    pub memory_mb: u64,
+    /// Cap on captured stdout plus stderr, in bytes.
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_s: 120.0,
+            memory_mb: 1024,
+            output_bytes: 4 << 20,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks that every limit is positive and finite.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
+            return Err(Error::invalid(
+                "limits",
+                format!("timeout_s must be a positive number of seconds, got {}", self.timeout_s),
+            ));
+        }
+        if self.memory_mb == 0 || self.memory_mb > 4096 {
+            return Err(Error::invalid(
+                "limits",
+                format!(
+                    "memory_mb must be between 1 and 4096 (wasm32 address space), got {}",
+                    self.memory_mb
+                ),
+            ));
+        }
+        if self.output_bytes == 0 {
+            return Err(Error::invalid("limits", "output_bytes must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// A bug-fix task: a repository, a bug applied to it, and the tests that grade a fix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// Unique id of the task.
+    pub id: String,
+    /// The clean repository.
+    pub repo: RepoSource,
+    /// The bug, as a unified diff against the clean repository.
+    pub bug_patch: String,
+    /// What the agent is told.
+    pub problem_statement: String,
+    /// Tests that fail with the bug and must pass after the fix.
+    #[serde(default)]
+    pub fail_to_pass: Vec<String>,
+    /// Tests that pass with the bug and must keep passing.
+    #[serde(default)]
+    pub pass_to_pass: Vec<String>,
+    /// Limits for the task's test runs.
+    #[serde(default)]
+    pub limits: Limits,
+    /// How the task was made, difficulty features, seed.
+    #[serde(default)]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A structured tool call, in the shape of OpenAI function calling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Tool name, e.g. `view` or `run_tests`.
+    pub name: String,
+    /// Tool arguments.
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+/// What an agent emits in one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Action {
+    /// Raw model text, to be parsed by the environment's tool grammar.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An already structured tool call.
+    Tool(ToolCall),
+}
+
+/// What an agent sees after a reset or a step.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Observation {
+    /// The text shown to the policy.
+    pub text: String,
+    /// True when the observation reports a malformed action or a failed tool call.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// The result of one environment step (Gymnasium's five-tuple as a record).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    /// What the agent sees next.
+    pub observation: Observation,
+    /// Reward for this step.
+    pub reward: f64,
+    /// The episode ended by the agent (submit) or by the task.
+    pub terminated: bool,
+    /// The episode was cut short by a budget.
+    pub truncated: bool,
+    /// Extra structured information (per-test results, timings).
+    #[serde(default)]
+    pub info: serde_json::Value,
+}
+
+/// Summary of a finished episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeOutcome {
+    /// The task that was attempted.
+    pub task_id: String,
+    /// Every graded test passed.
+    pub resolved: bool,
+    /// Total reward.
+    pub reward: f64,
+    /// Steps taken.
+    pub steps: usize,
+    /// Malformed actions and failed tool calls.
+    pub tool_errors: usize,
+    /// Test runs the agent asked for.
+    pub test_runs: usize,
+    /// The episode met a failing test run or a tool error and still ended resolved.
+    pub recovered: bool,
+}
+
+/// One turn of an episode's history, as a policy sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// The action taken.
+    pub action: Action,
+    /// What came back.
+    pub observation: Observation,
+}
+
+/// Everything a policy needs to choose the next action of one episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyContext {
+    /// The task being attempted.
+    pub task_id: String,
+    /// The first observation (problem statement, repository map, tool instructions).
+    pub initial: Observation,
+    /// Every turn so far.
+    pub history: Vec<Turn>,
+}
+
+/// A policy's choice for one episode, with what RL needs to learn from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyOutput {
+    /// The action to take.
+    pub action: Action,
+    /// Log-probabilities of the sampled choice(s), one per generated token or decision.
+    #[serde(default)]
+    pub logprobs: Vec<f32>,
+    /// Generated token ids, for token-in/token-out learners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<Vec<u32>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_reject_nonsense() {
+        assert!(Limits::default().validate().is_ok());
+        for bad in [
+            Limits { timeout_s: 0.0, ..Limits::default() },
+            Limits { timeout_s: f64::NAN, ..Limits::default() },
+            Limits { memory_mb: 0, ..Limits::default() },
+            Limits { memory_mb: 5000, ..Limits::default() },
+            Limits { output_bytes: 0, ..Limits::default() },
+        ] {
+            let err = bad.validate().expect_err("must be rejected");
+            assert!(err.to_string().starts_with("invalid limits"), "{err}");
+        }
+    }
+
+    #[test]
+    fn action_json_is_tagged() {
+        let action = Action::Tool(ToolCall {
+            name: "view".into(),
+            arguments: serde_json::json!({"path": "a.py"}),
+        });
+        let json = serde_json::to_string(&action).expect("serialise");
+        assert!(json.contains("\"type\":\"tool\""), "{json}");
+        let back: Action = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, action);
+        assert!(serde_json::from_str::<Action>("{\"type\":\"dance\"}").is_err());
+    }
+}

@@ -1,0 +1,82 @@
+"""FrogNano's pytest plugin: one JSON line per finished test, written as it finishes.
+
+Results go to a file rather than stdout so that a run cut short by a limit still reports
+every test that completed before it.
+"""
+
+import json
+
+_out = None
+_pending = {}
+_MESSAGE_LINES = 25
+_MESSAGE_CHARS = 2000
+
+
+def configure(path):
+    global _out
+    _pending.clear()
+    _out = open(path, "a", encoding="utf-8")
+
+
+def _write(record):
+    if _out is None:
+        return
+    _out.write(json.dumps(record) + "\n")
+    _out.flush()
+
+
+def _message(report):
+    try:
+        text = report.longreprtext
+    except Exception:
+        text = str(getattr(report, "longrepr", ""))
+    lines = text.strip().splitlines()[-_MESSAGE_LINES:]
+    return "\n".join(lines)[-_MESSAGE_CHARS:]
+
+
+def pytest_runtest_logreport(report):
+    state = _pending.setdefault(report.nodeid, {"duration": 0.0, "outcome": None, "message": None})
+    state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "setup":
+        if report.failed:
+            state["outcome"], state["message"] = "error", _message(report)
+        elif report.skipped:
+            state["outcome"] = "xfailed" if xfail else "skipped"
+    elif report.when == "call":
+        if xfail and report.skipped:
+            state["outcome"] = "xfailed"
+        elif xfail and report.passed:
+            state["outcome"] = "xpassed"
+        elif report.failed:
+            state["outcome"], state["message"] = "failed", _message(report)
+        elif report.skipped:
+            state["outcome"] = "skipped"
+        else:
+            state["outcome"] = "passed"
+    elif report.when == "teardown":
+        if report.failed and state["outcome"] in (None, "passed", "skipped", "xfailed", "xpassed"):
+            state["outcome"], state["message"] = "error", _message(report)
+        _pending.pop(report.nodeid, None)
+        record = {
+            "id": report.nodeid,
+            "outcome": state["outcome"] or "error",
+            "duration_s": round(state["duration"], 6),
+        }
+        if state["message"]:
+            record["message"] = state["message"]
+        _write(record)
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _write({"id": report.nodeid or "<collection>", "outcome": "error", "duration_s": 0.0,
+                "message": _message(report)})
+
+
+def finish(exit_code):
+    global _out
+    _write({"exit_code": int(exit_code)})
+    if _out is not None:
+        _out.close()
+        _out = None

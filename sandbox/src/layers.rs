@@ -1,0 +1,176 @@
+//! Read-only layers of pure-Python packages: pytest and a repository's test requirements.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::assets::{self, PinnedWheel, Progress};
+use crate::error::{Result, SandboxError};
+
+/// pytest and its pure-Python dependencies, pinned.
+pub const PYTEST_WHEELS: &[PinnedWheel] = &[
+    PinnedWheel {
+        name: "pytest",
+        version: "9.2.0",
+        file: "pytest-9.2.0-py3-none-any.whl",
+        sha256: "07acdcf88ec174f907dc01af70bf52d49b014bbab03faeeade31c96b18c2e588",
+    },
+    PinnedWheel {
+        name: "pluggy",
+        version: "1.7.0",
+        file: "pluggy-1.7.0-py3-none-any.whl",
+        sha256: "7dd7b0d8832ba3cb632c306926ded123429211b83641b35dc5c41ad2d34f9bec",
+    },
+    PinnedWheel {
+        name: "iniconfig",
+        version: "2.3.1",
+        file: "iniconfig-2.3.1-py3-none-any.whl",
+        sha256: "9121e2c1fdb355232495be3194c8dfe87ccc2d5dee45947b78e68f499790d7a7",
+    },
+    PinnedWheel {
+        name: "packaging",
+        version: "26.4",
+        file: "packaging-26.4-py3-none-any.whl",
+        sha256: "81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2",
+    },
+    PinnedWheel {
+        name: "pygments",
+        version: "2.21.0",
+        file: "pygments-2.21.0-py3-none-any.whl",
+        sha256: "2363c69b61c4a97c838da3b130dcd6468f4848992b21a82f2a63ec34377137d9",
+    },
+];
+
+/// The pytest plugin that records per-test results incrementally.
+pub const PLUGIN_SOURCE: &str = include_str!("guest/frognano_pytest_plugin.py");
+/// Module name of the plugin inside the guest.
+pub const PLUGIN_MODULE: &str = "_frognano_pytest_plugin";
+
+/// Distribution names the pytest layer already provides (normalised).
+pub fn provided_by_pytest_layer(name: &str) -> bool {
+    let name = normalise(name);
+    PYTEST_WHEELS.iter().any(|w| normalise(w.name) == name)
+}
+
+/// PEP 503 normalisation of a distribution name.
+pub fn normalise(name: &str) -> String {
+    name.trim()
+        .to_ascii_lowercase()
+        .replace(['_', '.'], "-")
+}
+
+/// Builds (once) the pytest layer and returns its directory. The layer's bytecode is compiled
+/// later by the guest itself, because `.pyc` files must match the guest's CPython.
+pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
+    let mut key = String::new();
+    for wheel in PYTEST_WHEELS {
+        key.push_str(wheel.sha256);
+    }
+    key.push_str(PLUGIN_SOURCE);
+    let digest = assets::sha256_bytes(key.as_bytes());
+    let dir = assets::cache_dir().join("layers").join(format!("pytest-{}", &digest[..16]));
+    if dir.join(".complete").is_file() {
+        return Ok(dir);
+    }
+    let wheels = assets::fetch_wheels(PYTEST_WHEELS, progress)?;
+    progress("building the pytest layer");
+    build_layer(&dir, &wheels, &[(format!("{PLUGIN_MODULE}.py"), PLUGIN_SOURCE)])?;
+    Ok(dir)
+}
+
+/// Builds (once) a layer with the given requirements as pure-Python wheels for `python_version`
+/// and returns its directory. Packages the pytest layer provides are left out.
+pub fn prepare_requirements_layer(
+    requirements: &[String],
+    python_version: &str,
+    progress: Progress<'_>,
+) -> Result<PathBuf> {
+    let mut sorted: Vec<String> = requirements.iter().map(|r| r.trim().to_string()).collect();
+    sorted.sort();
+    sorted.dedup();
+    let key = format!("{python_version}\n{}", sorted.join("\n"));
+    let digest = assets::sha256_bytes(key.as_bytes());
+    let dir = assets::cache_dir().join("layers").join(format!("deps-{}", &digest[..16]));
+    if dir.join(".complete").is_file() {
+        return Ok(dir);
+    }
+    progress(&format!("fetching test requirements: {}", sorted.join(", ")));
+    let staging_root = assets::cache_dir().join("layers");
+    assets::ensure_dir(&staging_root)?;
+    let download = tempfile::Builder::new()
+        .prefix(".deps-download-")
+        .tempdir_in(&staging_root)
+        .map_err(SandboxError::io("create download directory"))?;
+    // Only pure-Python wheels can run in the WASI interpreter: ask pip for platform `any`.
+    let mut args: Vec<String> = [
+        "--only-binary=:all:",
+        "--platform",
+        "any",
+        "--implementation",
+        "py",
+        "--abi",
+        "none",
+        "--python-version",
+        python_version,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(sorted.iter().cloned());
+    assets::pip_download(download.path(), &args).map_err(|err| SandboxError::Requirements {
+        requirements: sorted.clone(),
+        message: format!(
+            "{err}\nOnly pure-Python wheels run in the sandbox; list only those in frognano.toml \
+             ([test] requirements) or exclude the others with [test] skip-requirements."
+        ),
+    })?;
+    let mut wheels = Vec::new();
+    for entry in fs::read_dir(download.path()).map_err(SandboxError::io("list downloads"))? {
+        let path = entry.map_err(SandboxError::io("list downloads"))?.path();
+        let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
+            continue;
+        };
+        let dist = file.split('-').next().unwrap_or_default();
+        if file.ends_with(".whl") && !provided_by_pytest_layer(dist) {
+            wheels.push(path);
+        }
+    }
+    build_layer(&dir, &wheels, &[])?;
+    Ok(dir)
+}
+
+/// Unpacks wheels (and extra files) into a fresh directory, then moves it into place.
+fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Result<()> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    assets::ensure_dir(parent)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".layer-")
+        .tempdir_in(parent)
+        .map_err(SandboxError::io("create layer directory"))?;
+    for wheel in wheels {
+        assets::unpack_wheel(wheel, staging.path())?;
+    }
+    for (name, contents) in extra {
+        fs::write(staging.path().join(name), contents).map_err(SandboxError::io(format!("write {name}")))?;
+    }
+    fs::write(staging.path().join(".complete"), b"").map_err(SandboxError::io("mark layer complete"))?;
+    let staged = staging.keep();
+    if dir.exists() {
+        // Another process finished first, or an incomplete layer is left over: replace it.
+        fs::remove_dir_all(dir).map_err(SandboxError::io(format!("remove {}", dir.display())))?;
+    }
+    fs::rename(&staged, dir).map_err(SandboxError::io(format!("move layer to {}", dir.display())))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalised_names_match_the_layer() {
+        assert!(provided_by_pytest_layer("PyTest"));
+        assert!(provided_by_pytest_layer("Pluggy"));
+        assert!(!provided_by_pytest_layer("mock"));
+        assert_eq!(normalise("Foo_Bar.baz"), "foo-bar-baz");
+    }
+}

@@ -1,0 +1,810 @@
+//! The sandbox: a compiled (and, where the image allows, pre-initialised) CPython for WASI,
+//! instantiated fresh for every run with only its workspace and read-only layers visible.
+
+use std::collections::hash_map::DefaultHasher;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use frognano_core::{Limits, RunOutcome, TestRecord, TestReport};
+use wasmtime::{Config, Engine, InstancePre, Linker, Module, ResourceLimiter, Store};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use crate::assets::{self, Progress};
+use crate::config::RepoConfig;
+use crate::error::{Result, SandboxError};
+use crate::image::{self, ImageFiles, ImageKind};
+use crate::layers;
+use crate::workspace;
+
+/// Guest path of the stdlib directory (images that ship a stdlib zip).
+const GUEST_STDLIB: &str = "/usr/local/lib";
+/// Guest path of the read-only pytest layer.
+pub const GUEST_PYTEST: &str = "/frognano/pytest";
+/// Guest path of the read-only layer of the repository's requirements.
+pub const GUEST_DEPS: &str = "/frognano/deps";
+/// Guest path of the per-run scratch directory (results, `tmp_path`, `os.devnull`).
+pub const GUEST_TMP: &str = "/tmp";
+/// Guest path of the workspace (the run's copy of the repository).
+pub const GUEST_WORK: &str = "/work";
+const RESULTS_FILE: &str = ".frognano-results.jsonl";
+const DEVNULL_FILE: &str = ".devnull";
+/// Wasm stack: CPython needs several MiB to reach its own RecursionError.
+const MAX_WASM_STACK: usize = 8 << 20;
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// Modules a test suite commonly imports lazily; importing them before the snapshot saves
+/// every run the cost.
+const PRELOAD_MODULES: &[&str] = &[
+    "unittest", "unittest.mock", "doctest", "dataclasses", "decimal", "fractions", "datetime",
+    "collections", "itertools", "functools", "re", "json", "string", "textwrap", "typing",
+    "enum", "copy", "math", "operator", "heapq", "bisect", "pathlib", "tempfile", "logging",
+];
+
+/// How the sandbox is built.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// Which CPython build to run.
+    pub image: ImageKind,
+    /// How many sandboxes run at once in batched calls (default: all cores).
+    pub workers: usize,
+    /// Use a memory snapshot with pytest pre-imported (only images that support it).
+    pub snapshot: bool,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions {
+            image: ImageKind::default(),
+            workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            snapshot: true,
+        }
+    }
+}
+
+/// What to run on a workspace: pytest with arguments.
+#[derive(Debug, Clone, Default)]
+pub struct TestRequest {
+    /// Extra pytest arguments (node ids, `-k`, ...), after the repository's own.
+    pub pytest_args: Vec<String>,
+    /// Limits; `None` takes the repository's `frognano.toml` values, else the defaults.
+    pub limits: Option<Limits>,
+}
+
+/// A finished guest run, before interpretation as a test report.
+#[derive(Debug, Clone)]
+pub struct GuestRun {
+    /// The guest's exit status (`turn`'s return or the `proc_exit` code).
+    pub exit_code: Option<i32>,
+    /// Why the run ended abnormally, if it did.
+    pub limit: Option<RunOutcome>,
+    /// A description of a trap or limit.
+    pub detail: Option<String>,
+    /// Captured standard output.
+    pub stdout: String,
+    /// Captured standard error.
+    pub stderr: String,
+    /// Wall-clock duration.
+    pub duration: Duration,
+}
+
+/// Host directories mounted into one guest, always in the same order (the snapshot records
+/// the preopen table, so the order must match the one it was taken with).
+struct Mounts<'a> {
+    pytest: &'a Path,
+    pytest_writable: bool,
+    deps: &'a Path,
+    deps_writable: bool,
+    tmp: &'a Path,
+    work: &'a Path,
+}
+
+enum Program<'a> {
+    /// Python source run with `turn` in a snapshot instance.
+    Turn(&'a str),
+    /// Command-line arguments for `_start` of a command image.
+    Command(Vec<String>),
+}
+
+struct RunState {
+    wasi: WasiP1Ctx,
+    memory: MemoryCap,
+}
+
+/// A memory limiter that remembers whether it refused a growth.
+struct MemoryCap {
+    limit: usize,
+    refused: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.refused = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// A ready-to-run sandbox. Cheap to share (`Arc`) and safe to use from many threads.
+pub struct Sandbox {
+    engine: Engine,
+    image: ImageFiles,
+    pytest_layer: PathBuf,
+    empty_layer: tempfile::TempDir,
+    pre: InstancePre<RunState>,
+    snapshot: bool,
+    runtime: tokio::runtime::Runtime,
+    workers: usize,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("image", &self.image.kind)
+            .field("snapshot", &self.snapshot)
+            .field("workers", &self.workers)
+            .finish()
+    }
+}
+
+fn engine_config() -> Config {
+    let mut config = Config::new();
+    config.async_support(true);
+    config.epoch_interruption(true);
+    config.max_wasm_stack(MAX_WASM_STACK);
+    config.async_stack_size(MAX_WASM_STACK * 2);
+    config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    config.parallel_compilation(true);
+    config
+}
+
+fn engine_key(engine: &Engine) -> String {
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+impl Sandbox {
+    /// Prepares every asset (fetching, verifying, compiling and snapshotting as needed; each
+    /// step is cached) and returns a sandbox ready to run.
+    pub fn new(options: SandboxOptions, progress: Progress<'_>) -> Result<Self> {
+        if options.workers == 0 {
+            return Err(SandboxError::InvalidOption("workers must be at least 1".into()));
+        }
+        let image = image::prepare_image(options.image, progress)?;
+        let pytest_layer = layers::prepare_pytest_layer(progress)?;
+        let engine = Engine::new(&engine_config()).map_err(SandboxError::runtime)?;
+        start_epoch_ticker(&engine);
+        let linker = make_linker(&engine)?;
+        let snapshot = options.snapshot && options.image.supports_snapshot();
+        let empty_layer = tempfile::Builder::new()
+            .prefix("frognano-empty-")
+            .tempdir()
+            .map_err(SandboxError::io("create empty layer"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(options.workers)
+            .thread_name("frognano-sandbox")
+            .enable_time()
+            .build()
+            .map_err(SandboxError::io("start runtime"))?;
+        let module = if snapshot {
+            load_or_build_snapshot(&engine, &linker, &runtime, &image, &pytest_layer, empty_layer.path(), progress)?
+        } else {
+            let key = format!("{}-{}-{}", image.module_sha256, wasmtime_version(), engine_key(&engine));
+            load_or_compile(&engine, &key, progress, &format!("compiling {}", image.kind), || {
+                fs::read(&image.module).map_err(SandboxError::io("read image"))
+            })?
+        };
+        let pre = linker.instantiate_pre(&module).map_err(SandboxError::runtime)?;
+        let sandbox = Sandbox {
+            engine,
+            image,
+            pytest_layer,
+            empty_layer,
+            pre,
+            snapshot,
+            runtime,
+            workers: options.workers,
+        };
+        if !sandbox.snapshot {
+            sandbox.compile_layer_bytecode(progress)?;
+        }
+        Ok(sandbox)
+    }
+
+    /// The image this sandbox runs.
+    pub fn image(&self) -> ImageKind {
+        self.image.kind
+    }
+
+    /// Whether runs start from a pre-initialised interpreter snapshot.
+    pub fn uses_snapshot(&self) -> bool {
+        self.snapshot
+    }
+
+    /// The number of sandboxes [`Sandbox::run_tests_many`] runs at once.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Compiles the pytest layer's bytecode with the guest's own interpreter (command images;
+    /// snapshot images do it while the snapshot is taken).
+    fn compile_layer_bytecode(&self, progress: Progress<'_>) -> Result<()> {
+        let marker = self.pytest_layer.join(format!(".compiled-{}", self.image.kind));
+        if marker.is_file() {
+            return Ok(());
+        }
+        progress("compiling the pytest layer to guest bytecode");
+        let source = format!("import compileall; compileall.compile_dir({GUEST_PYTEST:?}, quiet=1)");
+        let run = self.run_python_with(&source, true, None, Limits { timeout_s: 600.0, ..Limits::default() })?;
+        if run.exit_code != Some(0) {
+            return Err(SandboxError::Runtime(format!(
+                "compiling the pytest layer failed: {:?} {}",
+                run.limit, run.stderr
+            )));
+        }
+        fs::write(&marker, b"").map_err(SandboxError::io("mark layer compiled"))?;
+        Ok(())
+    }
+
+    /// Runs Python source in a fresh sandbox with an empty workspace; returns the raw run.
+    pub fn run_python(&self, source: &str, limits: Limits) -> Result<GuestRun> {
+        self.run_python_with(source, false, None, limits)
+    }
+
+    fn run_python_with(&self, source: &str, layer_writable: bool, workspace: Option<&Path>, limits: Limits) -> Result<GuestRun> {
+        limits.validate().map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
+        let tmp = tempfile::Builder::new().prefix("frognano-tmp-").tempdir().map_err(SandboxError::io("create tmp"))?;
+        let empty_work = tempfile::Builder::new().prefix("frognano-work-").tempdir().map_err(SandboxError::io("create workspace"))?;
+        let work = workspace.unwrap_or(empty_work.path());
+        let mounts = Mounts {
+            pytest: &self.pytest_layer,
+            pytest_writable: layer_writable,
+            deps: self.empty_layer.path(),
+            deps_writable: false,
+            tmp: tmp.path(),
+            work,
+        };
+        let program = if self.snapshot {
+            Program::Turn(source)
+        } else {
+            Program::Command(vec!["python".into(), "-c".into(), source.into()])
+        };
+        self.runtime.block_on(self.run_guest(&mounts, &program, &limits))
+    }
+
+    /// Runs a repository's test suite on a fresh copy of it. The user's directory is not
+    /// modified.
+    pub fn run_tests(&self, repo: &Path, request: &TestRequest) -> Result<TestReport> {
+        let prepared = self.prepare_repo(repo, &|_| {})?;
+        self.runtime.block_on(self.run_prepared(&prepared, request))
+    }
+
+    /// Runs the tests of an existing workspace in place (for environments that manage their
+    /// own copy). The workspace is modified by the guest exactly as a test run would.
+    pub fn run_tests_in_workspace(&self, prepared: &PreparedRepo, workspace: &Path, request: &TestRequest) -> Result<TestReport> {
+        self.runtime
+            .block_on(self.run_in_workspace(prepared, workspace, request))
+    }
+
+    /// Runs many test jobs, up to [`Sandbox::workers`] at once; results are in job order.
+    pub fn run_tests_many(&self, jobs: &[(PathBuf, TestRequest)]) -> Vec<Result<TestReport>> {
+        let permits = Arc::new(tokio::sync::Semaphore::new(self.workers));
+        self.runtime.block_on(async {
+            let mut futures = Vec::with_capacity(jobs.len());
+            for (repo, request) in jobs {
+                let permits = permits.clone();
+                futures.push(async move {
+                    let _permit = permits.acquire().await.map_err(SandboxError::runtime)?;
+                    let prepared = self.prepare_repo(repo, &|_| {})?;
+                    self.run_prepared(&prepared, request).await
+                });
+            }
+            join_all(futures).await
+        })
+    }
+
+    /// Reads a repository's configuration and builds its requirements layer (cached).
+    pub fn prepare_repo(&self, repo: &Path, progress: Progress<'_>) -> Result<PreparedRepo> {
+        let config = RepoConfig::load(repo)?;
+        let deps_layer = if config.requirements.is_empty() {
+            None
+        } else {
+            Some(self.requirements_layer(&config, progress)?)
+        };
+        Ok(PreparedRepo { config, deps_layer })
+    }
+
+    fn requirements_layer(&self, config: &RepoConfig, progress: Progress<'_>) -> Result<PathBuf> {
+        let version = self.image.kind.python_version();
+        match layers::prepare_requirements_layer(&config.requirements, version, progress) {
+            Ok(dir) => Ok(dir),
+            Err(err) if config.requirements_detected => {
+                // Detected requirements are a guess: keep those that resolve to pure wheels.
+                let usable: Vec<String> = config
+                    .requirements
+                    .iter()
+                    .filter(|r| layers::prepare_requirements_layer(std::slice::from_ref(*r), version, &|_| {}).is_ok())
+                    .cloned()
+                    .collect();
+                progress(&format!("some detected requirements are not pure Python and were left out: {err}"));
+                layers::prepare_requirements_layer(&usable, version, progress)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn run_prepared(&self, prepared: &PreparedRepo, request: &TestRequest) -> Result<TestReport> {
+        let work = tempfile::Builder::new().prefix("frognano-work-").tempdir().map_err(SandboxError::io("create workspace"))?;
+        workspace::copy_repo(&prepared.config.root, work.path())?;
+        self.run_in_workspace(prepared, work.path(), request).await
+    }
+
+    async fn run_in_workspace(&self, prepared: &PreparedRepo, work: &Path, request: &TestRequest) -> Result<TestReport> {
+        let config = &prepared.config;
+        let limits = request.limits.unwrap_or_else(|| {
+            let mut limits = Limits::default();
+            if let Some(t) = config.test.timeout {
+                limits.timeout_s = t;
+            }
+            if let Some(m) = config.test.memory_mb {
+                limits.memory_mb = m;
+            }
+            limits
+        });
+        limits.validate().map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
+        let tmp = tempfile::Builder::new().prefix("frognano-tmp-").tempdir().map_err(SandboxError::io("create tmp"))?;
+        fs::write(tmp.path().join(DEVNULL_FILE), b"").map_err(SandboxError::io("create devnull"))?;
+        let mut sys_path: Vec<String> = config
+            .import_roots
+            .iter()
+            .map(|r| if r == "." { GUEST_WORK.to_string() } else { format!("{GUEST_WORK}/{r}") })
+            .collect();
+        if prepared.deps_layer.is_some() {
+            sys_path.push(GUEST_DEPS.to_string());
+        }
+        if let Some((name, version)) = &config.distribution {
+            // Tests often ask importlib.metadata for the project's own version.
+            let site = tmp.path().join(".frognano-site");
+            let info = site.join(format!("{}-{}.dist-info", name.replace('-', "_"), version));
+            fs::create_dir_all(&info).map_err(SandboxError::io("create dist-info"))?;
+            fs::write(info.join("METADATA"), format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"))
+                .map_err(SandboxError::io("write dist-info"))?;
+            sys_path.push(format!("{GUEST_TMP}/.frognano-site"));
+        }
+        let mut args: Vec<String> = vec![
+            "-p".into(),
+            "no:cacheprovider".into(),
+            "-p".into(),
+            "no:faulthandler".into(),
+            "--capture=sys".into(),
+            "--color=no".into(),
+            "-o".into(),
+            format!("log_file={GUEST_TMP}/.pytest.log"),
+            format!("--basetemp={GUEST_TMP}/pytest"),
+        ];
+        args.extend(config.test.args.iter().cloned());
+        for ignore in &config.test.ignore {
+            args.push(format!("--ignore={ignore}"));
+        }
+        for deselect in &config.test.deselect {
+            args.push(format!("--deselect={deselect}"));
+        }
+        args.extend(request.pytest_args.iter().cloned());
+        let run_config = serde_json::json!({
+            "sys_path": sys_path,
+            "env": {"HOME": GUEST_TMP, "TMPDIR": GUEST_TMP, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
+            "cwd": GUEST_WORK,
+            "devnull": format!("{GUEST_TMP}/{DEVNULL_FILE}"),
+            "args": args,
+            "plugin": layers::PLUGIN_MODULE,
+            "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
+        });
+        let source = RUN_PYTEST.replace("__FROGNANO_CONFIG__", &python_string_literal(&run_config.to_string()));
+        let mounts = Mounts {
+            pytest: &self.pytest_layer,
+            pytest_writable: false,
+            deps: prepared.deps_layer.as_deref().unwrap_or(self.empty_layer.path()),
+            deps_writable: false,
+            tmp: tmp.path(),
+            work,
+        };
+        let program = if self.snapshot {
+            Program::Turn(&source)
+        } else {
+            let mut argv = vec!["python".to_string(), "-c".to_string(), source.clone()];
+            argv.extend(args.iter().cloned());
+            Program::Command(argv)
+        };
+        let run = self.run_guest(&mounts, &program, &limits).await?;
+        let (records, exit_code) = read_results(tmp.path())?;
+        Ok(build_report(records, exit_code, run))
+    }
+
+    async fn run_guest(&self, mounts: &Mounts<'_>, program: &Program<'_>, limits: &Limits) -> Result<GuestRun> {
+        let stdout = MemoryOutputPipe::new(limits.output_bytes);
+        let stderr = MemoryOutputPipe::new(limits.output_bytes);
+        let wasi = build_wasi(mounts, program, &self.image, &stdout, &stderr)?;
+        let memory_limit = usize::try_from(limits.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        let mut store = Store::new(&self.engine, RunState { wasi, memory: MemoryCap { limit: memory_limit, refused: false } });
+        store.limiter(|state| &mut state.memory);
+        store.epoch_deadline_async_yield_and_update(1);
+        let started = Instant::now();
+        let deadline = Duration::from_secs_f64(limits.timeout_s);
+        let outcome = tokio::time::timeout(deadline, call_program(&self.pre, &mut store, program)).await;
+        let duration = started.elapsed();
+        let memory_refused = store.data().memory.refused;
+        drop(store);
+        let stdout_bytes = stdout.contents();
+        let stderr_bytes = stderr.contents();
+        let output_exceeded = stdout_bytes.len() >= limits.output_bytes || stderr_bytes.len() >= limits.output_bytes;
+        let mut run = GuestRun {
+            exit_code: None,
+            limit: None,
+            detail: None,
+            stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr_bytes).into_owned(),
+            duration,
+        };
+        match outcome {
+            Err(_elapsed) => {
+                run.limit = Some(RunOutcome::Timeout);
+                run.detail = Some(format!("wall-clock limit of {:.1} s reached", limits.timeout_s));
+            }
+            Ok(Ok(code)) => run.exit_code = Some(code),
+            Ok(Err(err)) => {
+                if let Some(exit) = err.downcast_ref::<I32Exit>() {
+                    run.exit_code = Some(exit.0);
+                } else {
+                    run.limit = Some(RunOutcome::Crashed);
+                    let trap = err.downcast_ref::<wasmtime::Trap>().map(|t| t.to_string());
+                    run.detail = Some(match trap {
+                        Some(trap) => format!("guest trapped: {trap}"),
+                        None => format!("guest failed: {err:#}"),
+                    });
+                }
+            }
+        }
+        if run.limit.is_none() || run.limit == Some(RunOutcome::Crashed) {
+            if memory_refused {
+                run.limit = Some(RunOutcome::MemoryExceeded);
+                run.detail = Some(format!("memory cap of {} MiB reached", limits.memory_mb));
+            } else if output_exceeded {
+                run.limit = Some(RunOutcome::OutputExceeded);
+                run.detail = Some(format!("output cap of {} bytes reached", limits.output_bytes));
+            }
+        }
+        Ok(run)
+    }
+}
+
+/// A repository ready to run: its configuration and requirements layer.
+#[derive(Debug, Clone)]
+pub struct PreparedRepo {
+    /// The repository's configuration.
+    pub config: RepoConfig,
+    /// Its requirements layer, if it has requirements.
+    pub deps_layer: Option<PathBuf>,
+}
+
+const RUN_PYTEST: &str = include_str!("guest/run_pytest.py");
+const SNAPSHOT_INIT: &str = include_str!("guest/snapshot_init.py");
+
+fn python_string_literal(text: &str) -> String {
+    // JSON string syntax is valid Python string syntax for these contents.
+    serde_json::Value::String(text.to_string()).to_string()
+}
+
+fn wasmtime_version() -> &'static str {
+    "48.0.8"
+}
+
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    // Runs the futures concurrently on the current task; the runtime's workers execute the
+    // guests because each guest yields at every epoch tick.
+    let mut set = Vec::with_capacity(futures.len());
+    for future in futures {
+        set.push(Box::pin(future));
+    }
+    let mut outputs: Vec<Option<F::Output>> = (0..set.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, future) in set.iter_mut().enumerate() {
+            if outputs[i].is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(out) => outputs[i] = Some(out),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+fn make_linker(engine: &Engine) -> Result<Linker<RunState>> {
+    let mut linker: Linker<RunState> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state| &mut state.wasi).map_err(SandboxError::runtime)?;
+    // The 3.15 image imports a host "door" for tool calls; the sandbox offers none (-1).
+    linker
+        .func_wrap("host", "call", |_a: i32, _b: i32, _c: i32, _d: i32| -> i32 { -1 })
+        .map_err(SandboxError::runtime)?;
+    Ok(linker)
+}
+
+fn build_wasi(
+    mounts: &Mounts<'_>,
+    program: &Program<'_>,
+    image: &ImageFiles,
+    stdout: &MemoryOutputPipe,
+    stderr: &MemoryOutputPipe,
+) -> Result<WasiP1Ctx> {
+    let mut builder = WasiCtxBuilder::new();
+    builder.stdout(stdout.clone()).stderr(stderr.clone());
+    builder.allow_blocking_current_thread(true);
+    builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+    let perms = |writable: bool| if writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+    let open = |builder: &mut WasiCtxBuilder, host: &Path, guest: &str, writable: bool| -> Result<()> {
+        builder
+            .preopened_dir(host, guest, perms(writable))
+            .map(|_| ())
+            .map_err(|e| SandboxError::Runtime(format!("mount {} at {guest}: {e:#}", host.display())))
+    };
+    if let Some(stdlib) = &image.stdlib_dir {
+        open(&mut builder, stdlib, GUEST_STDLIB, false)?;
+    }
+    open(&mut builder, mounts.pytest, GUEST_PYTEST, mounts.pytest_writable)?;
+    open(&mut builder, mounts.deps, GUEST_DEPS, mounts.deps_writable)?;
+    open(&mut builder, mounts.tmp, GUEST_TMP, true)?;
+    open(&mut builder, mounts.work, GUEST_WORK, true)?;
+    if let Program::Command(argv) = program {
+        builder.args(argv);
+        for (key, value) in [
+            ("HOME", GUEST_TMP),
+            ("TMPDIR", GUEST_TMP),
+            ("PYTHONPATH", GUEST_PYTEST),
+            ("PYTHONHASHSEED", "0"),
+            ("LANG", "C.UTF-8"),
+        ] {
+            builder.env(key, value);
+        }
+    }
+    Ok(builder.build_p1())
+}
+
+async fn call_program(pre: &InstancePre<RunState>, store: &mut Store<RunState>, program: &Program<'_>) -> wasmtime::Result<i32> {
+    let instance = pre.instantiate_async(&mut *store).await?;
+    match program {
+        Program::Command(_) => {
+            let start = instance.get_typed_func::<(), ()>(&mut *store, "_start")?;
+            start.call_async(&mut *store, ()).await?;
+            Ok(0)
+        }
+        Program::Turn(source) => turn(&instance, store, source).await,
+    }
+}
+
+async fn turn(instance: &wasmtime::Instance, store: &mut Store<RunState>, source: &str) -> wasmtime::Result<i32> {
+    let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "host_alloc")?;
+    let turn = instance.get_typed_func::<(i32, i32), i32>(&mut *store, "turn")?;
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or_else(|| wasmtime::format_err!("image exports no memory"))?;
+    let bytes = source.as_bytes();
+    let len = i32::try_from(bytes.len())?;
+    let ptr = alloc.call_async(&mut *store, len).await?;
+    if ptr == 0 {
+        wasmtime::bail!("guest could not allocate {len} bytes for the program");
+    }
+    memory.write(&mut *store, ptr as u32 as usize, bytes)?;
+    turn.call_async(&mut *store, (ptr, len)).await
+}
+
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("frognano-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        });
+    // Without a ticker guests still run; they only yield less often. Nothing to recover.
+    drop(spawned);
+}
+
+fn load_or_compile(
+    engine: &Engine,
+    key: &str,
+    progress: Progress<'_>,
+    what: &str,
+    wasm: impl FnOnce() -> Result<Vec<u8>>,
+) -> Result<Module> {
+    let dir = assets::cache_dir().join("compiled");
+    let path = dir.join(format!("{}.cwasm", &assets::sha256_bytes(key.as_bytes())[..32]));
+    if path.is_file() {
+        // SAFETY: the file was written by `Module::serialize` of this same wasmtime version and
+        // engine configuration (both are in the cache key) into our own cache directory.
+        match unsafe { Module::deserialize_file(engine, &path) } {
+            Ok(module) => return Ok(module),
+            Err(err) => progress(&format!("compiled cache unusable ({err}); recompiling")),
+        }
+    }
+    let bytes = wasm()?;
+    progress(&format!("{what} (one time, cached)"));
+    let started = Instant::now();
+    let module = Module::new(engine, &bytes).map_err(SandboxError::runtime)?;
+    let serialized = module.serialize().map_err(SandboxError::runtime)?;
+    assets::ensure_dir(&dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(SandboxError::io("create cache file"))?;
+    std::io::Write::write_all(&mut tmp, &serialized).map_err(SandboxError::io("write compiled module"))?;
+    tmp.persist(&path).map_err(|e| SandboxError::io("store compiled module")(e.error))?;
+    progress(&format!("compiled in {:.1} s", started.elapsed().as_secs_f64()));
+    // Reload from disk so the module's memory image is mapped copy-on-write from the file.
+    // SAFETY: as above; the file was just written by `serialize`.
+    unsafe { Module::deserialize_file(engine, &path) }.map_err(SandboxError::runtime)
+}
+
+fn load_or_build_snapshot(
+    engine: &Engine,
+    linker: &Linker<RunState>,
+    runtime: &tokio::runtime::Runtime,
+    image: &ImageFiles,
+    pytest_layer: &Path,
+    empty: &Path,
+    progress: Progress<'_>,
+) -> Result<Module> {
+    let layer_name = pytest_layer.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let key = format!(
+        "snapshot-{}-{}-{}-{}-{}",
+        image.module_sha256,
+        layer_name,
+        assets::sha256_bytes(format!("{SNAPSHOT_INIT}{PRELOAD_MODULES:?}").as_bytes()),
+        wasmtime_version(),
+        engine_key(engine)
+    );
+    load_or_compile(engine, &key, progress, "compiling the pytest snapshot", || {
+        runtime.block_on(build_snapshot(engine, linker, image, pytest_layer, empty, progress))
+    })
+}
+
+async fn build_snapshot(
+    engine: &Engine,
+    linker: &Linker<RunState>,
+    image: &ImageFiles,
+    pytest_layer: &Path,
+    empty: &Path,
+    progress: Progress<'_>,
+) -> Result<Vec<u8>> {
+    let wasm = fs::read(&image.module).map_err(SandboxError::io("read image"))?;
+    let mut wizer = wasmtime_wizer::Wizer::new();
+    wizer.init_func("wizer.initialize");
+    let (cx, instrumented) = wizer.instrument(&wasm).map_err(SandboxError::runtime)?;
+    progress("compiling the interpreter for snapshotting (one time)");
+    let module = Module::new(engine, &instrumented).map_err(SandboxError::runtime)?;
+    let tmp = tempfile::tempdir().map_err(SandboxError::io("create tmp"))?;
+    let work = tempfile::tempdir().map_err(SandboxError::io("create workspace"))?;
+    fs::write(tmp.path().join(DEVNULL_FILE), b"").map_err(SandboxError::io("create devnull"))?;
+    fs::write(
+        work.path().join("test_frognano_warmup.py"),
+        "import pytest\n\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_warm(x, tmp_path):\n    assert x\n\n\n\
+         def test_raises():\n    with pytest.raises(ValueError):\n        int('x')\n",
+    )
+    .map_err(SandboxError::io("write warm-up test"))?;
+    let mounts = Mounts {
+        pytest: pytest_layer,
+        pytest_writable: true,
+        deps: empty,
+        deps_writable: false,
+        tmp: tmp.path(),
+        work: work.path(),
+    };
+    let stdout = MemoryOutputPipe::new(1 << 20);
+    let stderr = MemoryOutputPipe::new(1 << 20);
+    let source_config = serde_json::json!({
+        "layer": GUEST_PYTEST,
+        "cwd": GUEST_WORK,
+        "devnull": format!("{GUEST_TMP}/{DEVNULL_FILE}"),
+        "preload": PRELOAD_MODULES,
+        "plugin": layers::PLUGIN_MODULE,
+        "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
+        "args": ["-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", "--capture=sys",
+                 "-o", format!("log_file={GUEST_TMP}/.pytest.log"), format!("--basetemp={GUEST_TMP}/pytest")],
+    });
+    let source = SNAPSHOT_INIT.replace("__FROGNANO_CONFIG__", &python_string_literal(&source_config.to_string()));
+    let program = Program::Turn(&source);
+    let wasi = build_wasi(&mounts, &program, image, &stdout, &stderr)?;
+    let mut store = Store::new(engine, RunState { wasi, memory: MemoryCap { limit: usize::MAX, refused: false } });
+    store.limiter(|state| &mut state.memory);
+    store.epoch_deadline_async_yield_and_update(1);
+    progress("initialising the interpreter and importing pytest");
+    let instance = linker.instantiate_async(&mut store, &module).await.map_err(SandboxError::runtime)?;
+    for init in ["_initialize", "wizer.initialize"] {
+        if let Ok(func) = instance.get_typed_func::<(), ()>(&mut store, init) {
+            func.call_async(&mut store, ()).await.map_err(|e| SandboxError::Runtime(format!("{init}: {e:#}")))?;
+        }
+    }
+    let code = turn(&instance, &mut store, &source).await.map_err(|e| {
+        SandboxError::Runtime(format!(
+            "snapshot initialisation failed: {e:#}\n{}",
+            String::from_utf8_lossy(&stderr.contents())
+        ))
+    })?;
+    let (records, exit) = read_results(tmp.path())?;
+    if code != 0 || exit != Some(0) || records.len() != 3 {
+        return Err(SandboxError::Runtime(format!(
+            "the warm-up pytest session in the snapshot did not pass (turn {code}, pytest {exit:?}, {} results)\n{}\n{}",
+            records.len(),
+            String::from_utf8_lossy(&stdout.contents()),
+            String::from_utf8_lossy(&stderr.contents())
+        )));
+    }
+    progress("taking the memory snapshot");
+    let snapshot = wizer
+        .snapshot(&cx, &mut wasmtime_wizer::WasmtimeWizer { store: &mut store, instance })
+        .await
+        .map_err(SandboxError::runtime)?;
+    Ok(snapshot)
+}
+
+/// Reads the plugin's JSONL results; a partial last line (a run cut short) is ignored.
+fn read_results(tmp: &Path) -> Result<(Vec<TestRecord>, Option<i32>)> {
+    // Read through a capability handle: a guest that replaced the file with a symlink
+    // pointing out of its directory cannot make the host read another file.
+    let dir = cap_std::fs::Dir::open_ambient_dir(tmp, cap_std::ambient_authority())
+        .map_err(SandboxError::io("open run directory"))?;
+    let text = match dir.read_to_string(RESULTS_FILE) {
+        Ok(text) => text,
+        Err(_) => return Ok((Vec::new(), None)),
+    };
+    let mut records = Vec::new();
+    let mut exit_code = None;
+    for line in text.lines() {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let Some(code) = value.get("exit_code").and_then(|c| c.as_i64()) {
+            exit_code = i32::try_from(code).ok();
+        } else if let Ok(record) = serde_json::from_value::<TestRecord>(value) {
+            records.push(record);
+        }
+    }
+    Ok((records, exit_code))
+}
+
+fn build_report(records: Vec<TestRecord>, pytest_exit: Option<i32>, run: GuestRun) -> TestReport {
+    let mut report = TestReport::from_records(records, run.duration.as_secs_f64());
+    report.exit_code = pytest_exit;
+    report.stdout = run.stdout;
+    report.stderr = run.stderr;
+    report.detail = run.detail;
+    if let Some(limit) = run.limit {
+        report.outcome = limit;
+    } else if pytest_exit.is_none() {
+        // The guest ended without pytest finishing (e.g. a test called os._exit).
+        report.outcome = RunOutcome::Crashed;
+        report.detail = Some(format!(
+            "the interpreter exited (status {:?}) before pytest finished",
+            run.exit_code
+        ));
+    } else if pytest_exit == Some(5) && report.tests.is_empty() {
+        report.outcome = RunOutcome::NoTests;
+    } else if matches!(pytest_exit, Some(2..=4)) && report.failed == 0 && report.errors == 0 {
+        // Interrupted, internal or usage error with nothing else to show for it.
+        report.outcome = RunOutcome::Failed;
+        report.detail = Some(format!("pytest exited with status {pytest_exit:?}"));
+    }
+    report
+}
