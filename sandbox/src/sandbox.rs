@@ -158,7 +158,6 @@ impl std::fmt::Debug for Sandbox {
 
 fn engine_config() -> Config {
     let mut config = Config::new();
-    config.async_support(true);
     config.epoch_interruption(true);
     config.max_wasm_stack(MAX_WASM_STACK);
     config.async_stack_size(MAX_WASM_STACK * 2);

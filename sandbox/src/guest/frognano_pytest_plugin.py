@@ -5,6 +5,7 @@ every test that completed before it.
 """
 
 import json
+import os
 
 _out = None
 _pending = {}
@@ -76,7 +77,24 @@ def pytest_collectreport(report):
 
 def finish(exit_code):
     global _out
-    _write({"exit_code": int(exit_code)})
     if _out is not None:
+        _write({"exit_code": int(exit_code)})
         _out.close()
         _out = None
+
+
+# Outside the sandbox (e.g. a native run for comparison), load with `-p` and name the
+# results file in FROGNANO_RESULTS.
+def pytest_configure(config):
+    path = os.environ.get("FROGNANO_RESULTS")
+    if _out is None and path:
+        configure(path)
+
+
+def pytest_unconfigure(config):
+    if os.environ.get("FROGNANO_RESULTS"):
+        finish(getattr(config, "_frognano_exit", 0))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    session.config._frognano_exit = int(exitstatus)
