@@ -24,6 +24,7 @@ def test_split_words_more_styles():
     assert split_words("parseHTTP") == ["parse", "http"]
     assert split_words("ALL_CAPS") == ["all", "caps"]
     assert split_words("A") == ["a"]
+    assert split_words("ABc") == ["a", "bc"]
 
 
 class TestConversions:

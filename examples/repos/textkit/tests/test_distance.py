@@ -32,6 +32,7 @@ def test_levenshtein_with_cutoff():
     assert levenshtein("a", "abcdef", max_distance=4) == 5
     assert levenshtein("abcdef", "uvwxyz", max_distance=1) == 2
     assert levenshtein("abc", "abd", max_distance=1) == 1
+    assert levenshtein("abc", "abcde", max_distance=2) == 2
 
 
 def test_similarity():

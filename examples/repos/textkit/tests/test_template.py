@@ -32,6 +32,7 @@ def test_defaults(context):
     assert render('{{ empty ? "none" }}', context) == "none"
     assert render('{{ site.name ? "x" }}', context) == "Analytical"
     assert render('{{ user.age ? "" }}', context) == ""
+    assert render('{{ nope ? "who?" }}', context) == "who?"
 
 
 def test_escaped_braces(context):
@@ -45,6 +46,7 @@ def test_escaped_braces(context):
         ("{{ site.name | shout }}", "unknown filter 'shout'"),
         ("hello {{ user", "unclosed placeholder at offset 6"),
         ("{{  }}", "empty placeholder"),
+        ("a{{}}b", "empty placeholder"),
         ("{{ x ? nope }}", "double-quoted"),
         ("{{ x ? \" }}", "double-quoted"),
     ],

@@ -31,6 +31,14 @@ def test_long_words_are_broken():
     assert wrap("ab abcdefghij cd", 4) == ["ab", "abcd", "efgh", "ij", "cd"]
 
 
+def test_text_after_broken_word_continues_normally():
+    assert wrap("xx abcdefg cd", 5) == ["xx", "abcde", "fg cd"]
+
+
+def test_width_one():
+    assert wrap("ab c", 1) == ["a", "b", "c"]
+
+
 def test_long_words_kept_when_not_breaking():
     assert wrap("ab abcdefghij cd", 4, break_long_words=False) == ["ab", "abcdefghij", "cd"]
 

@@ -1,0 +1,85 @@
+//! The bundled sample repositories pass in the sandbox with the same per-test outcomes as a
+//! native pytest run, and their directories are left untouched.
+
+mod common;
+
+use frognano_core::RunOutcome;
+use frognano_sandbox::TestRequest;
+
+#[test]
+fn sample_repos_match_native_pytest() {
+    let repos = common::sample_repos();
+    assert!(repos.len() >= 3, "expected at least three sample repositories");
+    for repo in repos {
+        let before = common::tree_snapshot(&repo);
+        let (sandboxed, report) = common::sandbox_outcomes(&repo, &TestRequest::default());
+        assert_eq!(report.outcome, RunOutcome::Passed, "{}: {:?}\n{}", repo.display(), report.detail, report.stdout);
+        assert!(report.tests.len() >= 30, "{}: only {} tests", repo.display(), report.tests.len());
+        let config = frognano_sandbox::RepoConfig::load(&repo).expect("config");
+        let roots: Vec<_> = config.import_roots.iter().map(std::path::PathBuf::from).collect();
+        let native = common::native_outcomes(&repo, &roots, &[]);
+        assert_eq!(sandboxed, native, "{}: outcomes differ from native pytest", repo.display());
+        assert_eq!(before, common::tree_snapshot(&repo), "{} was modified", repo.display());
+    }
+}
+
+#[test]
+fn pytest_arguments_select_tests() {
+    let repo = &common::sample_repos()[0];
+    let all = common::sandbox().run_tests(repo, &TestRequest::default()).expect("run");
+    let first = all.tests[0].id.clone();
+    let one = common::sandbox()
+        .run_tests(repo, &TestRequest { pytest_args: vec![first.clone()], limits: None })
+        .expect("run");
+    assert_eq!(one.tests.len(), 1, "{:?}", one.tests);
+    assert_eq!(one.tests[0].id, first);
+    let none = common::sandbox()
+        .run_tests(repo, &TestRequest { pytest_args: vec!["-k".into(), "no_such_test_name_anywhere".into()], limits: None })
+        .expect("run");
+    assert_eq!(none.outcome, RunOutcome::NoTests);
+}
+
+#[test]
+fn failures_are_reported_per_test_with_messages() {
+    let repo = common::make_repo(&[
+        ("calc.py", "def add(a, b):\n    return a - b\n"),
+        (
+            "tests/test_calc.py",
+            "import pytest\nfrom calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\n\
+             def test_zero():\n    assert add(0, 0) == 0\n\n\n@pytest.mark.skip(reason='later')\ndef test_skip():\n    pass\n\n\n\
+             @pytest.mark.xfail\ndef test_xfail():\n    assert False\n\n\n@pytest.mark.xfail\ndef test_xpass():\n    assert True\n\n\n\
+             @pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n\ndef test_error(broken):\n    pass\n",
+        ),
+    ]);
+    let report = common::sandbox().run_tests(repo.path(), &TestRequest::default()).expect("run");
+    assert_eq!(report.outcome, RunOutcome::Failed);
+    assert_eq!((report.passed, report.failed, report.errors, report.skipped, report.xfailed, report.xpassed), (1, 1, 1, 1, 1, 1));
+    let failed = report.test("tests/test_calc.py::test_add").expect("recorded");
+    assert!(failed.message.as_deref().unwrap_or_default().contains("assert 0 == 4"), "{failed:?}");
+    let error = report.test("tests/test_calc.py::test_error").expect("recorded");
+    assert!(error.message.as_deref().unwrap_or_default().contains("fixture broke"), "{error:?}");
+    assert_eq!(report.exit_code, Some(1));
+}
+
+#[test]
+fn collection_errors_are_errors_not_crashes() {
+    let repo = common::make_repo(&[("tests/test_broken.py", "import no_such_module_here\n\ndef test_x():\n    pass\n")]);
+    let report = common::sandbox().run_tests(repo.path(), &TestRequest::default()).expect("run");
+    assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
+    assert_eq!(report.errors, 1);
+    assert!(report.tests[0].message.as_deref().unwrap_or_default().contains("no_such_module_here"));
+}
+
+#[test]
+fn parallel_runs_match_serial_runs() {
+    let repos = common::sample_repos();
+    let jobs: Vec<_> = repos.iter().chain(repos.iter()).map(|r| (r.clone(), TestRequest::default())).collect();
+    let reports = common::sandbox().run_tests_many(&jobs);
+    assert_eq!(reports.len(), jobs.len());
+    for ((repo, _), report) in jobs.iter().zip(reports) {
+        let report = report.expect("run");
+        let serial = common::sandbox().run_tests(repo, &TestRequest::default()).expect("run");
+        let ids = |r: &frognano_core::TestReport| r.tests.iter().map(|t| (t.id.clone(), t.outcome)).collect::<std::collections::BTreeMap<_, _>>();
+        assert_eq!(ids(&report), ids(&serial), "{}", repo.display());
+    }
+}
