@@ -73,7 +73,7 @@ struct TestArgs {
     #[arg(long)]
     json: bool,
     /// Wall-clock limit in seconds.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     timeout: Option<f64>,
     /// Memory cap in MiB.
     #[arg(long)]
@@ -268,8 +268,21 @@ fn print_report(report: &TestReport) {
     for test in report.tests.iter().filter(|t| !t.outcome.is_ok()) {
         println!("{} {}", test.outcome.as_str().to_uppercase(), test.id);
         if let Some(message) = &test.message {
-            for line in message.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev() {
+            for line in message.lines().filter(|l| !l.trim().is_empty()).rev().take(3).collect::<Vec<_>>().into_iter().rev() {
                 println!("    {line}");
+            }
+        }
+    }
+    if report.outcome != RunOutcome::Passed {
+        // What the guest printed explains collection and usage errors pytest could not
+        // attribute to a test.
+        for (name, text) in [("stdout", &report.stdout), ("stderr", &report.stderr)] {
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            if !lines.is_empty() && (report.tests.is_empty() || name == "stderr") {
+                println!("--- guest {name} (last lines)");
+                for line in &lines[lines.len().saturating_sub(15)..] {
+                    println!("{line}");
+                }
             }
         }
     }

@@ -170,6 +170,21 @@ fn load_pyproject(root: &Path) -> Result<Option<toml::Table>> {
         })
 }
 
+/// Development tools that test extras often list but a test run never needs (or that cannot
+/// work without processes and threads). Left out of detected requirements; the pytest plugin
+/// accepts and ignores the command-line options of the pytest plugins among them.
+const TOOLING: &[&str] = &[
+    "tox", "nox", "pre-commit", "virtualenv", "mypy", "pyright", "ruff", "black", "flake8",
+    "pylint", "isort", "twine", "build", "towncrier", "codecov", "coveralls", "coverage",
+    "pytest-cov", "pytest-xdist", "pytest-timeout", "pytest-benchmark", "wheel", "setuptools",
+    "setuptools-scm", "hatchling", "flit-core", "pip",
+];
+
+fn is_tooling(name: &str) -> bool {
+    let name = layers::normalise(name);
+    TOOLING.contains(&name.as_str()) || name.starts_with("sphinx") || name.starts_with("types-")
+}
+
 const TEST_EXTRAS: &[&str] = &["test", "tests", "testing"];
 const REQUIREMENT_FILES: &[&str] = &[
     "requirements-test.txt",
@@ -211,7 +226,10 @@ fn detect_requirements(
         }
     }
     let own = distribution.map(|(name, _)| layers::normalise(name));
-    found.retain(|r| Some(layers::normalise(&requirement_name(r))) != own);
+    found.retain(|r| {
+        let name = requirement_name(r);
+        Some(layers::normalise(&name)) != own && !is_tooling(&name)
+    });
     found.sort();
     found.dedup();
     Ok(found)
@@ -263,7 +281,7 @@ mod tests {
         fs::write(
             dir.path().join("pyproject.toml"),
             "[project]\nname='demo'\nversion='1.0'\ndependencies=['six']\n\
-             [project.optional-dependencies]\ntest=['pytest>=7','mock','demo[extra]']\n",
+             [project.optional-dependencies]\ntest=['pytest>=7','mock','demo[extra]','tox','pytest-cov']\n",
         )
         .expect("write");
         fs::create_dir(dir.path().join("src")).expect("mkdir");

@@ -198,8 +198,8 @@ impl Sandbox {
         let module = if snapshot {
             load_or_build_snapshot(&engine, &linker, &runtime, &image, &pytest_layer, empty_layer.path(), progress)?
         } else {
-            let key = format!("{}-{}-{}", image.module_sha256, wasmtime_version(), engine_key(&engine));
-            load_or_compile(&engine, &key, progress, &format!("compiling {}", image.kind), || {
+            let key = format!("{}-{}-{}-{}", image.kind, image.module_sha256, wasmtime_version(), engine_key(&engine));
+            load_or_compile(&engine, &format!("{}-module", image.kind), &key, progress, &format!("compiling {}", image.kind), || {
                 fs::read(&image.module).map_err(SandboxError::io("read image"))
             })?
         };
@@ -566,17 +566,19 @@ fn build_wasi(
     open(&mut builder, mounts.deps, GUEST_DEPS, mounts.deps_writable)?;
     open(&mut builder, mounts.tmp, GUEST_TMP, true)?;
     open(&mut builder, mounts.work, GUEST_WORK, true)?;
+    // A snapshot image reads these once, when the snapshot is taken (the hash seed among
+    // them, so set ordering is reproducible across runs); a command image reads them per run.
+    for (key, value) in [
+        ("HOME", GUEST_TMP),
+        ("TMPDIR", GUEST_TMP),
+        ("PYTHONHASHSEED", "0"),
+        ("LANG", "C.UTF-8"),
+    ] {
+        builder.env(key, value);
+    }
     if let Program::Command(argv) = program {
         builder.args(argv);
-        for (key, value) in [
-            ("HOME", GUEST_TMP),
-            ("TMPDIR", GUEST_TMP),
-            ("PYTHONPATH", GUEST_PYTEST),
-            ("PYTHONHASHSEED", "0"),
-            ("LANG", "C.UTF-8"),
-        ] {
-            builder.env(key, value);
-        }
+        builder.env("PYTHONPATH", GUEST_PYTEST);
     }
     Ok(builder.build_p1())
 }
@@ -626,13 +628,14 @@ fn start_epoch_ticker(engine: &Engine) {
 
 fn load_or_compile(
     engine: &Engine,
+    prefix: &str,
     key: &str,
     progress: Progress<'_>,
     what: &str,
     wasm: impl FnOnce() -> Result<Vec<u8>>,
 ) -> Result<Module> {
     let dir = assets::cache_dir().join("compiled");
-    let path = dir.join(format!("{}.cwasm", &assets::sha256_bytes(key.as_bytes())[..32]));
+    let path = dir.join(format!("{prefix}-{}.cwasm", &assets::sha256_bytes(key.as_bytes())[..32]));
     if path.is_file() {
         // SAFETY: the file was written by `Module::serialize` of this same wasmtime version and
         // engine configuration (both are in the cache key) into our own cache directory.
@@ -650,10 +653,24 @@ fn load_or_compile(
     let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(SandboxError::io("create cache file"))?;
     std::io::Write::write_all(&mut tmp, &serialized).map_err(SandboxError::io("write compiled module"))?;
     tmp.persist(&path).map_err(|e| SandboxError::io("store compiled module")(e.error))?;
+    remove_superseded(&dir, prefix, &path);
     progress(&format!("compiled in {:.1} s", started.elapsed().as_secs_f64()));
     // Reload from disk so the module's memory image is mapped copy-on-write from the file.
     // SAFETY: as above; the file was just written by `serialize`.
     unsafe { Module::deserialize_file(engine, &path) }.map_err(SandboxError::runtime)
+}
+
+/// Removes older artifacts of the same kind (they are hundreds of MB each).
+fn remove_superseded(dir: &Path, prefix: &str, keep: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if path != keep && name.starts_with(&format!("{prefix}-")) && name.ends_with(".cwasm") {
+            // Best effort: another process may still map it, which Unix allows.
+            let _ = fs::remove_file(&path);
+        }
+    }
 }
 
 fn load_or_build_snapshot(
@@ -667,14 +684,15 @@ fn load_or_build_snapshot(
 ) -> Result<Module> {
     let layer_name = pytest_layer.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let key = format!(
-        "snapshot-{}-{}-{}-{}-{}",
+        "{}-{}-{}-{}-{}",
         image.module_sha256,
         layer_name,
         assets::sha256_bytes(format!("{SNAPSHOT_INIT}{PRELOAD_MODULES:?}").as_bytes()),
         wasmtime_version(),
         engine_key(engine)
     );
-    load_or_compile(engine, &key, progress, "compiling the pytest snapshot", || {
+    let prefix = format!("{}-snapshot", image.kind);
+    load_or_compile(engine, &prefix, &key, progress, "compiling the pytest snapshot", || {
         runtime.block_on(build_snapshot(engine, linker, image, pytest_layer, empty, progress))
     })
 }
@@ -735,19 +753,21 @@ async fn build_snapshot(
             func.call_async(&mut store, ()).await.map_err(|e| SandboxError::Runtime(format!("{init}: {e:#}")))?;
         }
     }
-    let code = turn(&instance, &mut store, &source).await.map_err(|e| {
-        SandboxError::Runtime(format!(
-            "snapshot initialisation failed: {e:#}\n{}",
-            String::from_utf8_lossy(&stderr.contents())
-        ))
-    })?;
+    let tail = |pipe: &MemoryOutputPipe| {
+        let text = String::from_utf8_lossy(&pipe.contents()).into_owned();
+        let start = text.len().saturating_sub(3000);
+        text.get(start..).unwrap_or_default().to_string()
+    };
+    let code = turn(&instance, &mut store, &source)
+        .await
+        .map_err(|e| SandboxError::Runtime(format!("snapshot initialisation failed: {e:#}\n{}", tail(&stderr))))?;
     let (records, exit) = read_results(tmp.path())?;
     if code != 0 || exit != Some(0) || records.len() != 3 {
         return Err(SandboxError::Runtime(format!(
             "the warm-up pytest session in the snapshot did not pass (turn {code}, pytest {exit:?}, {} results)\n{}\n{}",
             records.len(),
-            String::from_utf8_lossy(&stdout.contents()),
-            String::from_utf8_lossy(&stderr.contents())
+            tail(&stdout),
+            tail(&stderr)
         )));
     }
     progress("taking the memory snapshot");

@@ -13,9 +13,12 @@ pub const SKIPPED_DIRS: &[&str] = &[
     ".mypy_cache", ".ruff_cache", "node_modules",
 ];
 
-/// Copies `src` into the existing empty directory `dest`. Symlinks are copied as links, never
-/// followed, so a link pointing out of the repository cannot pull host files in; the guest
-/// cannot follow it out either. Returns the number of files copied.
+/// Copies `src` into the existing empty directory `dest`, keeping modification times.
+///
+/// Symlinks are never followed. A link that stays inside the repository is copied as a link;
+/// one that points out of it (absolute, or climbing out with `..`) is left out, because the
+/// guest could never follow it and it would only turn into a permission error during test
+/// collection. Returns the number of files copied.
 pub fn copy_repo(src: &Path, dest: &Path) -> Result<usize> {
     let mut files = 0;
     let walker = WalkDir::new(src).follow_links(false).into_iter().filter_entry(|e| {
@@ -40,13 +43,42 @@ pub fn copy_repo(src: &Path, dest: &Path) -> Result<usize> {
             fs::create_dir_all(&target).map_err(SandboxError::io(format!("create {}", target.display())))?;
         } else if kind.is_symlink() {
             let link = fs::read_link(entry.path()).map_err(SandboxError::io(format!("read link {}", entry.path().display())))?;
-            std::os::unix::fs::symlink(&link, &target).map_err(SandboxError::io(format!("link {}", target.display())))?;
+            if stays_inside(relative, &link) {
+                std::os::unix::fs::symlink(&link, &target).map_err(SandboxError::io(format!("link {}", target.display())))?;
+            }
         } else if kind.is_file() {
             fs::copy(entry.path(), &target).map_err(SandboxError::io(format!("copy {}", entry.path().display())))?;
+            // Keep the source's mtime: bytecode caches are validated against it.
+            if let Some(modified) = entry.metadata().ok().and_then(|m| m.modified().ok()) {
+                let _ = fs::File::options().write(true).open(&target).and_then(|f| f.set_modified(modified));
+            }
             files += 1;
         }
     }
     Ok(files)
+}
+
+/// Whether a relative symlink at `link_path` (relative to the repository root) resolves, lexically,
+/// to a path inside the repository.
+fn stays_inside(link_path: &Path, target: &Path) -> bool {
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth: usize = link_path.parent().map(|p| p.components().count()).unwrap_or(0);
+    for component in target.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                if depth == 0 {
+                    return false;
+                }
+                depth -= 1;
+            }
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -63,12 +95,18 @@ mod tests {
         fs::write(src.path().join("pkg/__pycache__/a.pyc"), "junk").expect("write");
         fs::write(src.path().join(".git/HEAD"), "ref").expect("write");
         std::os::unix::fs::symlink("/etc/passwd", src.path().join("pkg/evil")).expect("link");
+        std::os::unix::fs::symlink("../../outside", src.path().join("pkg/climb")).expect("link");
+        std::os::unix::fs::symlink("a.py", src.path().join("pkg/alias.py")).expect("link");
         let files = copy_repo(src.path(), dest.path()).expect("copy");
         assert_eq!(files, 1);
         assert_eq!(fs::read_to_string(dest.path().join("pkg/a.py")).expect("read"), "x = 1\n");
+        let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).expect("mtime");
+        assert_eq!(mtime(&src.path().join("pkg/a.py")), mtime(&dest.path().join("pkg/a.py")));
         assert!(!dest.path().join("pkg/__pycache__").exists());
         assert!(!dest.path().join(".git").exists());
-        let link = dest.path().join("pkg/evil");
-        assert!(fs::symlink_metadata(&link).expect("meta").file_type().is_symlink());
+        assert!(fs::symlink_metadata(dest.path().join("pkg/evil")).is_err(), "absolute link copied");
+        assert!(fs::symlink_metadata(dest.path().join("pkg/climb")).is_err(), "escaping link copied");
+        let alias = fs::symlink_metadata(dest.path().join("pkg/alias.py")).expect("inside link kept");
+        assert!(alias.file_type().is_symlink());
     }
 }

@@ -13,6 +13,35 @@ _MESSAGE_LINES = 25
 _MESSAGE_CHARS = 2000
 
 
+def _missing(module):
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is None
+    except Exception:
+        return True
+
+
+def pytest_addoption(parser):
+    """Accept (and ignore) the options of plugins that cannot run in the sandbox, so that a
+    repository whose `addopts` names them still runs its tests."""
+    group = parser.getgroup("frognano", "options accepted and ignored in the FrogNano sandbox")
+    if _missing("pytest_cov"):
+        group.addoption("--cov", action="append", nargs="?", const=True, default=[], dest="frognano_cov")
+        for flag in ("--cov-report", "--cov-config", "--cov-fail-under", "--cov-context"):
+            group.addoption(flag, action="append", default=[], dest="frognano_" + flag[2:].replace("-", "_"))
+        for flag in ("--no-cov", "--no-cov-on-fail", "--cov-append", "--cov-branch"):
+            group.addoption(flag, action="store_true", dest="frognano_" + flag[2:].replace("-", "_"))
+    if _missing("xdist"):
+        # pytest reserves lowercase short options for itself; xdist registers `-n` the same way.
+        group._addoption("-n", "--numprocesses", dest="frognano_numprocesses")
+        group.addoption("--dist", dest="frognano_dist")
+        group.addoption("--maxprocesses", dest="frognano_maxprocesses")
+    if _missing("pytest_timeout"):
+        group.addoption("--timeout", dest="frognano_timeout")
+        parser.addini("timeout", "ignored in the sandbox")
+
+
 def configure(path):
     global _out
     _pending.clear()

@@ -55,6 +55,9 @@ pub fn native_outcomes(repo: &Path, extra_paths: &[PathBuf], args: &[String]) ->
         .current_dir(work.path())
         .env("PYTHONPATH", joined)
         .env("FROGNANO_RESULTS", &results)
+        // The sandbox's interpreter runs with hash seed 0; so must the reference run, or
+        // parametrize ids built from set iteration differ.
+        .env("PYTHONHASHSEED", "0")
         .output()
         .expect("run native pytest");
     let text = std::fs::read_to_string(&results).unwrap_or_else(|_| {

@@ -1,0 +1,95 @@
+//! The `frognano` command as a user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn frognano(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_frognano"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run frognano")
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn write_repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, contents) in files {
+        std::fs::write(dir.path().join(path), contents).expect("write");
+    }
+    dir
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+#[test]
+fn test_json_reports_a_passing_sample_repo() {
+    let output = frognano(&["test", "examples/repos/textkit", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let report = json(&output);
+    assert_eq!(report["outcome"], "passed");
+    for key in ["passed", "failed", "errors", "skipped", "duration_s", "tests"] {
+        assert!(report.get(key).is_some(), "missing {key}");
+    }
+    let tests = report["tests"].as_array().expect("tests list");
+    assert_eq!(tests.len() as u64, report["passed"].as_u64().expect("count"));
+    assert!(tests.iter().all(|t| t["id"].is_string() && t["outcome"] == "passed" && t["duration_s"].is_number()));
+}
+
+#[test]
+fn exit_codes_follow_outcomes() {
+    let failing = write_repo(&[("test_f.py", "def test_ok():\n    pass\n\n\ndef test_bad():\n    assert 1 == 2\n")]);
+    let output = frognano(&["test", failing.path().to_str().expect("utf-8"), "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let report = json(&output);
+    assert_eq!((report["passed"].as_u64(), report["failed"].as_u64()), (Some(1), Some(1)));
+
+    let spinning = write_repo(&[("test_s.py", "def test_spin():\n    while True:\n        pass\n")]);
+    let output = frognano(&["test", spinning.path().to_str().expect("utf-8"), "--json", "--timeout", "1"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(json(&output)["outcome"], "timeout");
+
+    let selected = frognano(&["test", failing.path().to_str().expect("utf-8"), "--json", "--", "-k", "test_ok"]);
+    assert_eq!(selected.status.code(), Some(0));
+    assert_eq!(json(&selected)["tests"].as_array().map(Vec::len), Some(1));
+
+    let empty = write_repo(&[("README.md", "no tests here\n")]);
+    let output = frognano(&["test", empty.path().to_str().expect("utf-8"), "--json"]);
+    assert_eq!(output.status.code(), Some(5));
+    assert_eq!(json(&output)["outcome"], "no_tests");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let output = frognano(&["test", "/definitely/not/here"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a directory"));
+
+    let output = frognano(&["test", "examples/repos/textkit", "--timeout", "-1"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("timeout"));
+
+    let broken = write_repo(&[("frognano.toml", "[test\nargs = 3\n")]);
+    let output = frognano(&["test", broken.path().to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("frognano.toml"));
+}
+
+#[test]
+fn bench_prints_medians_and_ratio() {
+    let output = frognano(&["bench", "sandbox", "--runs", "1"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("ratio sandbox/native:"), "{stdout}");
+}

@@ -1,0 +1,197 @@
+//! Hostile test code is contained: host files stay unreadable and unwritten, limits end runs
+//! with distinct outcomes, and the sandbox keeps working afterwards.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use frognano_core::{Limits, RunOutcome};
+use frognano_sandbox::TestRequest;
+
+fn request(timeout_s: f64, memory_mb: u64, output_bytes: usize) -> TestRequest {
+    TestRequest {
+        pytest_args: vec![],
+        limits: Some(Limits { timeout_s, memory_mb, output_bytes }),
+    }
+}
+
+/// A hostile run must leave the sandbox able to run an ordinary suite.
+fn assert_healthy() {
+    let repo = common::make_repo(&[("test_ok.py", "def test_ok():\n    assert sum([1, 2]) == 3\n")]);
+    let report = common::sandbox().run_tests(repo.path(), &TestRequest::default()).expect("run");
+    assert_eq!(report.outcome, RunOutcome::Passed, "{report:?}");
+}
+
+#[test]
+fn host_files_network_processes_and_environment_are_out_of_reach() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    let secret = format!("TOP-SECRET-{}", std::process::id());
+    std::fs::write(outside.path().join("secret.txt"), &secret).expect("write secret");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let outside_path = outside.path().display().to_string();
+    let tests = format!(
+        r#"import os, socket, subprocess
+import pytest
+
+OUTSIDE = {outside_path:?}
+
+
+def test_read_etc_passwd():
+    with pytest.raises(OSError):
+        print(open("/etc/passwd").read())
+
+
+def test_dotdot_escape():
+    with pytest.raises(OSError):
+        print(open("../" * 12 + "etc/passwd").read())
+
+
+def test_absolute_host_path():
+    with pytest.raises(OSError):
+        print(open(OUTSIDE + "/secret.txt").read())
+
+
+def test_symlink_in_repo_pointing_out():
+    with pytest.raises(OSError):
+        print(open("leak.txt").read())
+    with pytest.raises(OSError):
+        print(open("leakdir/secret.txt").read())
+
+
+def test_symlink_made_by_guest():
+    try:
+        os.symlink(OUTSIDE, "mylink")
+    except OSError:
+        return
+    with pytest.raises(OSError):
+        print(open("mylink/secret.txt").read())
+
+
+def test_write_outside_workspace():
+    for path in ["/escape.txt", "../escape.txt", OUTSIDE + "/escape.txt", "/usr/local/lib/escape.txt",
+                 "/frognano/pytest/escape.py"]:
+        with pytest.raises(OSError):
+            open(path, "w").write("x")
+
+
+def test_environment_is_not_inherited():
+    assert "FROGNANO_TEST_SECRET" not in os.environ
+    assert set(os.environ) <= {{"HOME", "TMPDIR", "PYTHONHASHSEED", "LANG"}}, dict(os.environ)
+
+
+def test_subprocess_refused():
+    with pytest.raises(OSError):
+        subprocess.run(["cat", "/etc/passwd"])
+
+
+def test_socket_refused():
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", {port}), timeout=1)
+"#
+    );
+    let repo = common::make_repo(&[("tests/test_hostile.py", &tests)]);
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), repo.path().join("leak.txt")).expect("link");
+    std::os::unix::fs::symlink(outside.path(), repo.path().join("leakdir")).expect("link");
+    // SAFETY: set before any thread of this test reads the environment; only this test uses it.
+    unsafe { std::env::set_var("FROGNANO_TEST_SECRET", &secret) };
+    let before = common::tree_snapshot(repo.path());
+    let report = common::sandbox().run_tests(repo.path(), &request(60.0, 512, 1 << 20)).expect("run");
+    assert_eq!(report.outcome, RunOutcome::Passed, "{:#?}", report.tests.iter().filter(|t| !t.outcome.is_ok()).collect::<Vec<_>>());
+    assert_eq!(report.passed, 9);
+    let everything = format!("{} {} {:?}", report.stdout, report.stderr, report.tests);
+    assert!(!everything.contains(&secret), "the secret leaked into the report");
+    assert_eq!(std::fs::read_dir(outside.path()).expect("list").count(), 1, "a file was written outside");
+    assert!(listener.accept().is_err(), "the guest reached a host socket");
+    assert_eq!(before, common::tree_snapshot(repo.path()), "the user's repository changed");
+    assert_healthy();
+}
+
+#[test]
+fn infinite_loop_times_out_and_keeps_finished_tests() {
+    let repo = common::make_repo(&[(
+        "test_loop.py",
+        "def test_first():\n    assert True\n\n\ndef test_spin():\n    while True:\n        pass\n",
+    )]);
+    let started = Instant::now();
+    let report = common::sandbox().run_tests(repo.path(), &request(2.0, 512, 1 << 20)).expect("run");
+    assert!(started.elapsed() < Duration::from_secs(6), "took {:?}", started.elapsed());
+    assert_eq!(report.outcome, RunOutcome::Timeout);
+    assert_eq!(report.test("test_loop.py::test_first").map(|t| t.outcome), Some(frognano_core::TestOutcome::Passed));
+    assert_healthy();
+}
+
+#[test]
+fn sleeping_in_a_host_call_times_out() {
+    let repo = common::make_repo(&[("test_sleep.py", "import time\n\n\ndef test_sleep():\n    time.sleep(10**6)\n")]);
+    let started = Instant::now();
+    let report = common::sandbox().run_tests(repo.path(), &request(1.5, 512, 1 << 20)).expect("run");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert_eq!(report.outcome, RunOutcome::Timeout);
+    assert_healthy();
+}
+
+#[test]
+fn memory_bomb_hits_the_cap() {
+    let repo = common::make_repo(&[(
+        "test_mem.py",
+        "def test_bomb():\n    hoard = []\n    while True:\n        hoard.append(bytearray(16 * 1024 * 1024))\n",
+    )]);
+    let report = common::sandbox().run_tests(repo.path(), &request(60.0, 256, 1 << 20)).expect("run");
+    assert_eq!(report.outcome, RunOutcome::MemoryExceeded, "{report:?}");
+    assert_healthy();
+}
+
+#[test]
+fn output_flood_hits_the_cap() {
+    let repo = common::make_repo(&[(
+        "test_flood.py",
+        "import os\n\n\ndef test_flood():\n    while True:\n        os.write(1, b'x' * 65536)\n",
+    )]);
+    let report = common::sandbox().run_tests(repo.path(), &request(60.0, 512, 256 * 1024)).expect("run");
+    assert_eq!(report.outcome, RunOutcome::OutputExceeded, "{report:?}");
+    assert!(report.stdout.len() <= 256 * 1024);
+    assert_healthy();
+}
+
+#[test]
+fn deep_recursion_raises_recursion_error() {
+    let repo = common::make_repo(&[(
+        "test_rec.py",
+        "import pytest\n\n\ndef down(n):\n    return down(n + 1)\n\n\n\
+         def test_caught():\n    with pytest.raises(RecursionError):\n        down(0)\n\n\n\
+         def test_uncaught():\n    down(0)\n",
+    )]);
+    let report = common::sandbox().run_tests(repo.path(), &request(60.0, 512, 1 << 20)).expect("run");
+    assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
+    assert_eq!((report.passed, report.failed), (1, 1));
+    let uncaught = report.test("test_rec.py::test_uncaught").expect("recorded");
+    assert!(uncaught.message.as_deref().unwrap_or_default().contains("RecursionError"), "{uncaught:?}");
+    assert_healthy();
+}
+
+#[test]
+fn exiting_the_interpreter_is_a_crash_with_partial_results() {
+    let repo = common::make_repo(&[(
+        "test_exit.py",
+        "import os\n\n\ndef test_first():\n    pass\n\n\ndef test_exit():\n    os._exit(3)\n",
+    )]);
+    let report = common::sandbox().run_tests(repo.path(), &request(60.0, 512, 1 << 20)).expect("run");
+    assert_eq!(report.outcome, RunOutcome::Crashed, "{report:?}");
+    assert_eq!(report.passed, 1);
+    assert_healthy();
+}
+
+#[test]
+fn invalid_limits_and_missing_repos_are_errors() {
+    let repo = common::make_repo(&[("test_ok.py", "def test_ok():\n    pass\n")]);
+    let err = common::sandbox().run_tests(repo.path(), &request(0.0, 512, 1024)).expect_err("zero timeout");
+    assert!(err.to_string().contains("timeout"), "{err}");
+    let err = common::sandbox().run_tests(repo.path(), &request(1.0, 0, 1024)).expect_err("zero memory");
+    assert!(err.to_string().contains("memory"), "{err}");
+    let err = common::sandbox()
+        .run_tests(&repo.path().join("missing"), &TestRequest::default())
+        .expect_err("missing repo");
+    assert!(err.to_string().contains("not a directory"), "{err}");
+}
