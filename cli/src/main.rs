@@ -15,7 +15,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 const EXIT_ERROR: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "frognano", version, about = "Train and run compact coding agents; run repositories' tests in WebAssembly sandboxes")]
+#[command(
+    name = "frognano",
+    version,
+    about = "Train and run compact coding agents; run repositories' tests in WebAssembly sandboxes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Commands,
@@ -133,8 +137,15 @@ struct Steps {
 
 impl Steps {
     fn new(quiet: bool) -> Self {
-        let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
-        bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new_spinner()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         bar.enable_steady_tick(Duration::from_millis(120));
         Steps { bar }
     }
@@ -160,14 +171,31 @@ fn open_sandbox(options: SandboxOptions, quiet: bool) -> anyhow::Result<Sandbox>
 
 fn setup(args: &SetupArgs) -> anyhow::Result<ExitCode> {
     let base = args.image.options()?;
-    let images: Vec<ImageKind> = if args.all_images { ImageKind::ALL.to_vec() } else { vec![base.image] };
+    let images: Vec<ImageKind> = if args.all_images {
+        ImageKind::ALL.to_vec()
+    } else {
+        vec![base.image]
+    };
     for image in images {
         println!("preparing {image}");
         let started = Instant::now();
-        let sandbox = open_sandbox(SandboxOptions { image, ..base.clone() }, false)?;
-        let check = sandbox.run_python("import sys; print(sys.version.split()[0])", Limits::default())?;
+        let sandbox = open_sandbox(
+            SandboxOptions {
+                image,
+                ..base.clone()
+            },
+            false,
+        )?;
+        let check = sandbox.run_python(
+            "import sys; print(sys.version.split()[0])",
+            Limits::default(),
+        )?;
         if check.exit_code != Some(0) {
-            bail!("{image} does not start: {:?} {}", check.detail, check.stderr);
+            bail!(
+                "{image} does not start: {:?} {}",
+                check.detail,
+                check.stderr
+            );
         }
         println!(
             "{image} ready in {:.1} s: CPython {} under wasmtime, snapshot {}",
@@ -202,22 +230,23 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
             eprintln!("  {msg}");
         }
     })?;
-    let limits = if args.timeout.is_some() || args.memory_mb.is_some() || args.output_bytes.is_some() {
-        let mut limits = Limits::default();
-        if let Some(t) = args.timeout.or(prepared.config.test.timeout) {
-            limits.timeout_s = t;
-        }
-        if let Some(m) = args.memory_mb.or(prepared.config.test.memory_mb) {
-            limits.memory_mb = m;
-        }
-        if let Some(o) = args.output_bytes {
-            limits.output_bytes = o;
-        }
-        limits.validate()?;
-        Some(limits)
-    } else {
-        None
-    };
+    let limits =
+        if args.timeout.is_some() || args.memory_mb.is_some() || args.output_bytes.is_some() {
+            let mut limits = Limits::default();
+            if let Some(t) = args.timeout.or(prepared.config.test.timeout) {
+                limits.timeout_s = t;
+            }
+            if let Some(m) = args.memory_mb.or(prepared.config.test.memory_mb) {
+                limits.memory_mb = m;
+            }
+            if let Some(o) = args.output_bytes {
+                limits.output_bytes = o;
+            }
+            limits.validate()?;
+            Some(limits)
+        } else {
+            None
+        };
     let request = TestRequest {
         pytest_args: args.pytest_args.clone(),
         limits,
@@ -234,7 +263,10 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn tempfile_dir() -> anyhow::Result<tempfile::TempDir> {
-    tempfile::Builder::new().prefix("frognano-cli-").tempdir().context("create a temporary directory")
+    tempfile::Builder::new()
+        .prefix("frognano-cli-")
+        .tempdir()
+        .context("create a temporary directory")
 }
 
 fn report_json(report: &TestReport) -> serde_json::Value {
@@ -242,7 +274,8 @@ fn report_json(report: &TestReport) -> serde_json::Value {
         .tests
         .iter()
         .map(|t| {
-            let mut value = serde_json::json!({"id": t.id, "outcome": t.outcome, "duration_s": t.duration_s});
+            let mut value =
+                serde_json::json!({"id": t.id, "outcome": t.outcome, "duration_s": t.duration_s});
             if let Some(message) = &t.message {
                 value["message"] = serde_json::Value::String(message.clone());
             }
@@ -268,7 +301,15 @@ fn print_report(report: &TestReport) {
     for test in report.tests.iter().filter(|t| !t.outcome.is_ok()) {
         println!("{} {}", test.outcome.as_str().to_uppercase(), test.id);
         if let Some(message) = &test.message {
-            for line in message.lines().filter(|l| !l.trim().is_empty()).rev().take(3).collect::<Vec<_>>().into_iter().rev() {
+            for line in message
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .rev()
+                .take(3)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
                 println!("    {line}");
             }
         }
@@ -308,7 +349,11 @@ fn median(values: &mut [f64]) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
 }
 
 fn default_repo() -> anyhow::Result<PathBuf> {
@@ -350,12 +395,16 @@ fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
         let started = Instant::now();
         let workspace = tempfile_dir()?;
         frognano_sandbox::workspace::copy_repo(&repo, workspace.path())?;
-        let report = sandbox.run_tests_in_workspace(&prepared, workspace.path(), &TestRequest::default())?;
+        let report =
+            sandbox.run_tests_in_workspace(&prepared, workspace.path(), &TestRequest::default())?;
         Ok((started.elapsed().as_secs_f64(), report))
     };
     let (_, native_ok) = run_native()?;
     if !native_ok {
-        bail!("the native run failed: is pytest installed for {}?", args.python);
+        bail!(
+            "the native run failed: is pytest installed for {}?",
+            args.python
+        );
     }
     let (_, report) = run_sandbox()?;
     println!(
@@ -366,7 +415,10 @@ fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
         if sandbox.uses_snapshot() { "on" } else { "off" }
     );
     let bar = ProgressBar::new(args.runs as u64 * 2);
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let mut native = Vec::with_capacity(args.runs);
     let mut sandboxed = Vec::with_capacity(args.runs);
     for _ in 0..args.runs {
@@ -375,7 +427,11 @@ fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
         let (seconds, report) = run_sandbox()?;
         if report.outcome != RunOutcome::Passed {
             bar.finish_and_clear();
-            bail!("the sandboxed run did not pass: {:?} {:?}", report.outcome, report.detail);
+            bail!(
+                "the sandboxed run did not pass: {:?} {:?}",
+                report.outcome,
+                report.detail
+            );
         }
         sandboxed.push(seconds);
         bar.inc(1);
@@ -383,7 +439,10 @@ fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let native_median = median(&mut native);
     let sandbox_median = median(&mut sandboxed);
-    println!("{:<28} {:>10} {:>10} {:>10}", "", "median s", "min s", "max s");
+    println!(
+        "{:<28} {:>10} {:>10} {:>10}",
+        "", "median s", "min s", "max s"
+    );
     println!(
         "{:<28} {:>10.3} {:>10.3} {:>10.3}",
         format!("native {}", args.python),
@@ -398,6 +457,27 @@ fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
         sandboxed[0],
         sandboxed[sandboxed.len() - 1]
     );
-    println!("ratio sandbox/native: {:.2}", sandbox_median / native_median);
+    println!(
+        "ratio sandbox/native: {:.2}",
+        sandbox_median / native_median
+    );
+    // Throughput with every worker busy: the same suite many times through the batched API.
+    let batch = sandbox.workers() * 3;
+    let jobs: Vec<_> = (0..batch)
+        .map(|_| (repo.clone(), TestRequest::default()))
+        .collect();
+    let started = Instant::now();
+    let reports = sandbox.run_tests_many(&jobs);
+    let elapsed = started.elapsed().as_secs_f64();
+    let passed = reports
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.outcome == RunOutcome::Passed))
+        .count();
+    println!(
+        "parallel: {batch} runs on {} workers in {elapsed:.2} s = {:.1} runs/s ({:.2}x the serial rate; {passed}/{batch} passed)",
+        sandbox.workers(),
+        batch as f64 / elapsed,
+        (batch as f64 / elapsed) * sandbox_median
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -36,31 +36,72 @@ fn json(output: &Output) -> serde_json::Value {
 #[test]
 fn test_json_reports_a_passing_sample_repo() {
     let output = frognano(&["test", "examples/repos/textkit", "--json"]);
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let report = json(&output);
     assert_eq!(report["outcome"], "passed");
-    for key in ["passed", "failed", "errors", "skipped", "duration_s", "tests"] {
+    for key in [
+        "passed",
+        "failed",
+        "errors",
+        "skipped",
+        "duration_s",
+        "tests",
+    ] {
         assert!(report.get(key).is_some(), "missing {key}");
     }
     let tests = report["tests"].as_array().expect("tests list");
-    assert_eq!(tests.len() as u64, report["passed"].as_u64().expect("count"));
-    assert!(tests.iter().all(|t| t["id"].is_string() && t["outcome"] == "passed" && t["duration_s"].is_number()));
+    assert_eq!(
+        tests.len() as u64,
+        report["passed"].as_u64().expect("count")
+    );
+    assert!(
+        tests.iter().all(|t| t["id"].is_string()
+            && t["outcome"] == "passed"
+            && t["duration_s"].is_number())
+    );
 }
 
 #[test]
 fn exit_codes_follow_outcomes() {
-    let failing = write_repo(&[("test_f.py", "def test_ok():\n    pass\n\n\ndef test_bad():\n    assert 1 == 2\n")]);
+    let failing = write_repo(&[(
+        "test_f.py",
+        "def test_ok():\n    pass\n\n\ndef test_bad():\n    assert 1 == 2\n",
+    )]);
     let output = frognano(&["test", failing.path().to_str().expect("utf-8"), "--json"]);
     assert_eq!(output.status.code(), Some(1));
     let report = json(&output);
-    assert_eq!((report["passed"].as_u64(), report["failed"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (report["passed"].as_u64(), report["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
 
-    let spinning = write_repo(&[("test_s.py", "def test_spin():\n    while True:\n        pass\n")]);
-    let output = frognano(&["test", spinning.path().to_str().expect("utf-8"), "--json", "--timeout", "1"]);
+    let spinning = write_repo(&[(
+        "test_s.py",
+        "def test_spin():\n    while True:\n        pass\n",
+    )]);
+    let output = frognano(&[
+        "test",
+        spinning.path().to_str().expect("utf-8"),
+        "--json",
+        "--timeout",
+        "1",
+    ]);
     assert_eq!(output.status.code(), Some(3));
     assert_eq!(json(&output)["outcome"], "timeout");
 
-    let selected = frognano(&["test", failing.path().to_str().expect("utf-8"), "--json", "--", "-k", "test_ok"]);
+    let selected = frognano(&[
+        "test",
+        failing.path().to_str().expect("utf-8"),
+        "--json",
+        "--",
+        "-k",
+        "test_ok",
+    ]);
     assert_eq!(selected.status.code(), Some(0));
     assert_eq!(json(&selected)["tests"].as_array().map(Vec::len), Some(1));
 
@@ -90,6 +131,11 @@ fn bad_input_is_a_clear_error() {
 fn bench_prints_medians_and_ratio() {
     let output = frognano(&["bench", "sandbox", "--runs", "1"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(stdout.contains("ratio sandbox/native:"), "{stdout}");
 }

@@ -17,7 +17,7 @@ mod traits;
 pub use error::{Error, Result};
 pub use report::{RunOutcome, TestOutcome, TestRecord, TestReport};
 pub use task::{
-    Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource, StepResult,
-    Task, ToolCall, Turn,
+    Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource,
+    StepResult, Task, ToolCall, Turn,
 };
 pub use traits::{Environment, IterationMetrics, Policy, TaskSynthesizer, Trainer};

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The outcome of one test, as pytest reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TestOutcome {
     /// The test ran and passed.
@@ -204,7 +204,10 @@ mod tests {
         assert_eq!((report.passed, report.skipped, report.xfailed), (1, 1, 1));
 
         let report = TestReport::from_records(
-            vec![record("a", TestOutcome::Passed), record("b", TestOutcome::Error)],
+            vec![
+                record("a", TestOutcome::Passed),
+                record("b", TestOutcome::Error),
+            ],
             0.5,
         );
         assert_eq!(report.outcome, RunOutcome::Failed);

@@ -46,7 +46,10 @@ impl Limits {
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
             return Err(Error::invalid(
                 "limits",
-                format!("timeout_s must be a positive number of seconds, got {}", self.timeout_s),
+                format!(
+                    "timeout_s must be a positive number of seconds, got {}",
+                    self.timeout_s
+                ),
             ));
         }
         if self.memory_mb == 0 || self.memory_mb > 4096 {
@@ -199,11 +202,26 @@ mod tests {
     fn limits_reject_nonsense() {
         assert!(Limits::default().validate().is_ok());
         for bad in [
-            Limits { timeout_s: 0.0, ..Limits::default() },
-            Limits { timeout_s: f64::NAN, ..Limits::default() },
-            Limits { memory_mb: 0, ..Limits::default() },
-            Limits { memory_mb: 5000, ..Limits::default() },
-            Limits { output_bytes: 0, ..Limits::default() },
+            Limits {
+                timeout_s: 0.0,
+                ..Limits::default()
+            },
+            Limits {
+                timeout_s: f64::NAN,
+                ..Limits::default()
+            },
+            Limits {
+                memory_mb: 0,
+                ..Limits::default()
+            },
+            Limits {
+                memory_mb: 5000,
+                ..Limits::default()
+            },
+            Limits {
+                output_bytes: 0,
+                ..Limits::default()
+            },
         ] {
             let err = bad.validate().expect_err("must be rejected");
             assert!(err.to_string().starts_with("invalid limits"), "{err}");

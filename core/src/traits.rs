@@ -1,6 +1,8 @@
 use serde::{Deserialize, Serialize};
 
-use crate::{Action, EpisodeOutcome, Observation, PolicyContext, PolicyOutput, Result, StepResult, Task};
+use crate::{
+    Action, EpisodeOutcome, Observation, PolicyContext, PolicyOutput, Result, StepResult, Task,
+};
 
 /// Where an agent acts: a repository with a bug, a tool protocol and a reward.
 ///

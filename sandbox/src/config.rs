@@ -109,14 +109,23 @@ impl RepoConfig {
         });
         let (requirements, detected) = match &test.requirements {
             Some(list) => (list.clone(), false),
-            None => (detect_requirements(root, pyproject.as_ref(), distribution.as_ref())?, true),
+            None => (
+                detect_requirements(root, pyproject.as_ref(), distribution.as_ref())?,
+                true,
+            ),
         };
-        let skip: Vec<String> = test.skip_requirements.iter().map(|s| layers::normalise(s)).collect();
+        let skip: Vec<String> = test
+            .skip_requirements
+            .iter()
+            .map(|s| layers::normalise(s))
+            .collect();
         let requirements = requirements
             .into_iter()
             .filter(|r| {
                 let name = layers::normalise(&requirement_name(r));
-                !name.is_empty() && !skip.contains(&name) && !layers::provided_by_pytest_layer(&name)
+                !name.is_empty()
+                    && !skip.contains(&name)
+                    && !layers::provided_by_pytest_layer(&name)
             })
             .collect();
         let mut import_roots = vec![".".to_string()];
@@ -125,10 +134,16 @@ impl RepoConfig {
         }
         for extra in &test.python_path {
             let clean = Path::new(extra);
-            if clean.is_absolute() || clean.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            if clean.is_absolute()
+                || clean
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
                 return Err(SandboxError::Config {
                     path: config_path,
-                    message: format!("python-path entry {extra:?} must be relative and inside the repository"),
+                    message: format!(
+                        "python-path entry {extra:?} must be relative and inside the repository"
+                    ),
                 });
             }
             import_roots.push(extra.clone());
@@ -174,10 +189,33 @@ fn load_pyproject(root: &Path) -> Result<Option<toml::Table>> {
 /// work without processes and threads). Left out of detected requirements; the pytest plugin
 /// accepts and ignores the command-line options of the pytest plugins among them.
 const TOOLING: &[&str] = &[
-    "tox", "nox", "pre-commit", "virtualenv", "mypy", "pyright", "ruff", "black", "flake8",
-    "pylint", "isort", "twine", "build", "towncrier", "codecov", "coveralls", "coverage",
-    "pytest-cov", "pytest-xdist", "pytest-timeout", "pytest-benchmark", "wheel", "setuptools",
-    "setuptools-scm", "hatchling", "flit-core", "pip",
+    "tox",
+    "nox",
+    "pre-commit",
+    "virtualenv",
+    "mypy",
+    "pyright",
+    "ruff",
+    "black",
+    "flake8",
+    "pylint",
+    "isort",
+    "twine",
+    "build",
+    "towncrier",
+    "codecov",
+    "coveralls",
+    "coverage",
+    "pytest-cov",
+    "pytest-xdist",
+    "pytest-timeout",
+    "pytest-benchmark",
+    "wheel",
+    "setuptools",
+    "setuptools-scm",
+    "hatchling",
+    "flit-core",
+    "pip",
 ];
 
 fn is_tooling(name: &str) -> bool {
@@ -206,7 +244,11 @@ fn detect_requirements(
     let strings = |value: Option<&toml::Value>| -> Vec<String> {
         value
             .and_then(|v| v.as_array())
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     if let Some(py) = pyproject {
@@ -268,7 +310,10 @@ mod tests {
     #[test]
     fn requirement_names() {
         assert_eq!(requirement_name("mock>=4; python_version<'3.8'"), "mock");
-        assert_eq!(requirement_name("python-dateutil[extra]==2.9"), "python-dateutil");
+        assert_eq!(
+            requirement_name("python-dateutil[extra]==2.9"),
+            "python-dateutil"
+        );
         assert_eq!(
             parse_requirements_file("# c\n-r base.txt\nsix\nfreezegun>=1 # why\n./local\n"),
             vec!["six".to_string(), "freezegun>=1".to_string()]
@@ -286,9 +331,15 @@ mod tests {
         .expect("write");
         fs::create_dir(dir.path().join("src")).expect("mkdir");
         let config = RepoConfig::load(dir.path()).expect("load");
-        assert_eq!(config.requirements, vec!["mock".to_string(), "six".to_string()]);
+        assert_eq!(
+            config.requirements,
+            vec!["mock".to_string(), "six".to_string()]
+        );
         assert!(config.requirements_detected);
-        assert_eq!(config.import_roots, vec![".".to_string(), "src".to_string()]);
+        assert_eq!(
+            config.import_roots,
+            vec![".".to_string(), "src".to_string()]
+        );
         assert_eq!(config.distribution, Some(("demo".into(), "1.0".into())));
 
         fs::write(
@@ -298,7 +349,10 @@ mod tests {
         .expect("write");
         let config = RepoConfig::load(dir.path()).expect("load");
         assert_eq!(config.requirements, vec!["freezegun".to_string()]);
-        assert_eq!(config.test.args, vec!["-o".to_string(), "addopts=".to_string()]);
+        assert_eq!(
+            config.test.args,
+            vec!["-o".to_string(), "addopts=".to_string()]
+        );
     }
 
     #[test]
@@ -307,7 +361,11 @@ mod tests {
         fs::write(dir.path().join(CONFIG_FILE), "[test]\nrequirments=['x']\n").expect("write");
         let err = RepoConfig::load(dir.path()).expect_err("unknown key");
         assert!(err.to_string().contains("requirments"), "{err}");
-        fs::write(dir.path().join(CONFIG_FILE), "[test]\npython-path=['../etc']\n").expect("write");
+        fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[test]\npython-path=['../etc']\n",
+        )
+        .expect("write");
         assert!(RepoConfig::load(dir.path()).is_err());
         assert!(RepoConfig::load(&dir.path().join("missing")).is_err());
     }

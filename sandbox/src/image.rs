@@ -36,7 +36,11 @@ impl ImageKind {
 
     /// Parses a name as printed by [`ImageKind::name`] (also accepts `3.15`, `315`, ...).
     pub fn parse(name: &str) -> Result<Self> {
-        match name.trim().trim_start_matches("python").trim_start_matches('-') {
+        match name
+            .trim()
+            .trim_start_matches("python")
+            .trim_start_matches('-')
+        {
             "3.15" | "315" => Ok(ImageKind::Python315),
             "3.12" | "312" => Ok(ImageKind::Python312),
             other => Err(SandboxError::InvalidOption(format!(
@@ -144,7 +148,11 @@ pub fn prepare_image(kind: ImageKind, progress: Progress<'_>) -> Result<ImageFil
         if let (Some((member, sha, name)), Some(lib)) = (spec.stdlib, &stdlib_dir) {
             assets::extract_member(&wheels[0], member, &lib.join(name), sha)?;
         }
-        progress(&format!("{} ready (module sha256 {})", kind.name(), &spec.module_sha256[..16]));
+        progress(&format!(
+            "{} ready (module sha256 {})",
+            kind.name(),
+            &spec.module_sha256[..16]
+        ));
     }
     Ok(ImageFiles {
         kind,
@@ -161,9 +169,15 @@ mod tests {
     #[test]
     fn parse_names() {
         for kind in ImageKind::ALL {
-            assert_eq!(ImageKind::parse(kind.name()).expect("own name parses"), kind);
+            assert_eq!(
+                ImageKind::parse(kind.name()).expect("own name parses"),
+                kind
+            );
         }
-        assert_eq!(ImageKind::parse("3.12").expect("short"), ImageKind::Python312);
+        assert_eq!(
+            ImageKind::parse("3.12").expect("short"),
+            ImageKind::Python312
+        );
         assert!(ImageKind::parse("python-2.7").is_err());
     }
 }

@@ -53,9 +53,7 @@ pub fn provided_by_pytest_layer(name: &str) -> bool {
 
 /// PEP 503 normalisation of a distribution name.
 pub fn normalise(name: &str) -> String {
-    name.trim()
-        .to_ascii_lowercase()
-        .replace(['_', '.'], "-")
+    name.trim().to_ascii_lowercase().replace(['_', '.'], "-")
 }
 
 /// Builds (once) the pytest layer and returns its directory. The layer's bytecode is compiled
@@ -67,13 +65,19 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
     }
     key.push_str(PLUGIN_SOURCE);
     let digest = assets::sha256_bytes(key.as_bytes());
-    let dir = assets::cache_dir().join("layers").join(format!("pytest-{}", &digest[..16]));
+    let dir = assets::cache_dir()
+        .join("layers")
+        .join(format!("pytest-{}", &digest[..16]));
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }
     let wheels = assets::fetch_wheels(PYTEST_WHEELS, progress)?;
     progress("building the pytest layer");
-    build_layer(&dir, &wheels, &[(format!("{PLUGIN_MODULE}.py"), PLUGIN_SOURCE)])?;
+    build_layer(
+        &dir,
+        &wheels,
+        &[(format!("{PLUGIN_MODULE}.py"), PLUGIN_SOURCE)],
+    )?;
     Ok(dir)
 }
 
@@ -89,11 +93,16 @@ pub fn prepare_requirements_layer(
     sorted.dedup();
     let key = format!("{python_version}\n{}", sorted.join("\n"));
     let digest = assets::sha256_bytes(key.as_bytes());
-    let dir = assets::cache_dir().join("layers").join(format!("deps-{}", &digest[..16]));
+    let dir = assets::cache_dir()
+        .join("layers")
+        .join(format!("deps-{}", &digest[..16]));
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }
-    progress(&format!("fetching test requirements: {}", sorted.join(", ")));
+    progress(&format!(
+        "fetching test requirements: {}",
+        sorted.join(", ")
+    ));
     let staging_root = assets::cache_dir().join("layers");
     assets::ensure_dir(&staging_root)?;
     let download = tempfile::Builder::new()
@@ -150,15 +159,18 @@ fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Resu
         assets::unpack_wheel(wheel, staging.path())?;
     }
     for (name, contents) in extra {
-        fs::write(staging.path().join(name), contents).map_err(SandboxError::io(format!("write {name}")))?;
+        fs::write(staging.path().join(name), contents)
+            .map_err(SandboxError::io(format!("write {name}")))?;
     }
-    fs::write(staging.path().join(".complete"), b"").map_err(SandboxError::io("mark layer complete"))?;
+    fs::write(staging.path().join(".complete"), b"")
+        .map_err(SandboxError::io("mark layer complete"))?;
     let staged = staging.keep();
     if dir.exists() {
         // Another process finished first, or an incomplete layer is left over: replace it.
         fs::remove_dir_all(dir).map_err(SandboxError::io(format!("remove {}", dir.display())))?;
     }
-    fs::rename(&staged, dir).map_err(SandboxError::io(format!("move layer to {}", dir.display())))?;
+    fs::rename(&staged, dir)
+        .map_err(SandboxError::io(format!("move layer to {}", dir.display())))?;
     Ok(())
 }
 

@@ -28,7 +28,10 @@ pub mod workspace;
 pub use config::RepoConfig;
 pub use error::{Result, SandboxError};
 pub use image::{ImageFiles, ImageKind};
-pub use sandbox::{GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox, SandboxOptions, TestRequest};
+pub use sandbox::{
+    GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox,
+    SandboxOptions, TestRequest,
+};
 
 /// Prepares every asset for the given image (fetch, verify, compile, snapshot) and reports
 /// progress. Idempotent: a second call finds everything cached.

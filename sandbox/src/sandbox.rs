@@ -5,7 +5,6 @@ use std::collections::hash_map::DefaultHasher;
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use frognano_core::{Limits, RunOutcome, TestRecord, TestReport};
@@ -39,9 +38,30 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Modules a test suite commonly imports lazily; importing them before the snapshot saves
 /// every run the cost.
 const PRELOAD_MODULES: &[&str] = &[
-    "unittest", "unittest.mock", "doctest", "dataclasses", "decimal", "fractions", "datetime",
-    "collections", "itertools", "functools", "re", "json", "string", "textwrap", "typing",
-    "enum", "copy", "math", "operator", "heapq", "bisect", "pathlib", "tempfile", "logging",
+    "unittest",
+    "unittest.mock",
+    "doctest",
+    "dataclasses",
+    "decimal",
+    "fractions",
+    "datetime",
+    "collections",
+    "itertools",
+    "functools",
+    "re",
+    "json",
+    "string",
+    "textwrap",
+    "typing",
+    "enum",
+    "copy",
+    "math",
+    "operator",
+    "heapq",
+    "bisect",
+    "pathlib",
+    "tempfile",
+    "logging",
 ];
 
 /// How the sandbox is built.
@@ -59,7 +79,9 @@ impl Default for SandboxOptions {
     fn default() -> Self {
         SandboxOptions {
             image: ImageKind::default(),
-            workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
             snapshot: true,
         }
     }
@@ -102,6 +124,14 @@ struct Mounts<'a> {
     work: &'a Path,
 }
 
+/// Which layer a maintenance run may write.
+#[derive(Clone, Copy)]
+enum LayerAccess<'a> {
+    ReadOnly,
+    PytestWritable,
+    DepsWritable(&'a Path),
+}
+
 enum Program<'a> {
     /// Python source run with `turn` in a snapshot instance.
     Turn(&'a str),
@@ -121,7 +151,12 @@ struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.refused = true;
             return Ok(false);
@@ -129,7 +164,12 @@ impl ResourceLimiter for MemoryCap {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 1 << 20)
     }
 }
@@ -177,7 +217,9 @@ impl Sandbox {
     /// step is cached) and returns a sandbox ready to run.
     pub fn new(options: SandboxOptions, progress: Progress<'_>) -> Result<Self> {
         if options.workers == 0 {
-            return Err(SandboxError::InvalidOption("workers must be at least 1".into()));
+            return Err(SandboxError::InvalidOption(
+                "workers must be at least 1".into(),
+            ));
         }
         let image = image::prepare_image(options.image, progress)?;
         let pytest_layer = layers::prepare_pytest_layer(progress)?;
@@ -196,14 +238,35 @@ impl Sandbox {
             .build()
             .map_err(SandboxError::io("start runtime"))?;
         let module = if snapshot {
-            load_or_build_snapshot(&engine, &linker, &runtime, &image, &pytest_layer, empty_layer.path(), progress)?
+            load_or_build_snapshot(
+                &engine,
+                &linker,
+                &runtime,
+                &image,
+                &pytest_layer,
+                empty_layer.path(),
+                progress,
+            )?
         } else {
-            let key = format!("{}-{}-{}-{}", image.kind, image.module_sha256, wasmtime_version(), engine_key(&engine));
-            load_or_compile(&engine, &format!("{}-module", image.kind), &key, progress, &format!("compiling {}", image.kind), || {
-                fs::read(&image.module).map_err(SandboxError::io("read image"))
-            })?
+            let key = format!(
+                "{}-{}-{}-{}",
+                image.kind,
+                image.module_sha256,
+                wasmtime_version(),
+                engine_key(&engine)
+            );
+            load_or_compile(
+                &engine,
+                &format!("{}-module", image.kind),
+                &key,
+                progress,
+                &format!("compiling {}", image.kind),
+                || fs::read(&image.module).map_err(SandboxError::io("read image")),
+            )?
         };
-        let pre = linker.instantiate_pre(&module).map_err(SandboxError::runtime)?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(SandboxError::runtime)?;
         let sandbox = Sandbox {
             engine,
             image,
@@ -215,7 +278,7 @@ impl Sandbox {
             workers: options.workers,
         };
         if !sandbox.snapshot {
-            sandbox.compile_layer_bytecode(progress)?;
+            sandbox.compile_layer_bytecode(LayerAccess::PytestWritable, progress)?;
         }
         Ok(sandbox)
     }
@@ -235,20 +298,34 @@ impl Sandbox {
         self.workers
     }
 
-    /// Compiles the pytest layer's bytecode with the guest's own interpreter (command images;
-    /// snapshot images do it while the snapshot is taken).
-    fn compile_layer_bytecode(&self, progress: Progress<'_>) -> Result<()> {
-        let marker = self.pytest_layer.join(format!(".compiled-{}", self.image.kind));
+    /// Compiles a layer's bytecode with the guest's own interpreter, once per image (a `.pyc`
+    /// must match the guest's magic number). Snapshot images compile the pytest layer while
+    /// the snapshot is taken.
+    fn compile_layer_bytecode(
+        &self,
+        access: LayerAccess<'_>,
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        let (host, guest) = match access {
+            LayerAccess::PytestWritable => (self.pytest_layer.as_path(), GUEST_PYTEST),
+            LayerAccess::DepsWritable(dir) => (dir, GUEST_DEPS),
+            LayerAccess::ReadOnly => return Ok(()),
+        };
+        let marker = host.join(format!(".compiled-{}", self.image.kind));
         if marker.is_file() {
             return Ok(());
         }
-        progress("compiling the pytest layer to guest bytecode");
-        let source = format!("import compileall; compileall.compile_dir({GUEST_PYTEST:?}, quiet=1)");
-        let run = self.run_python_with(&source, true, None, Limits { timeout_s: 600.0, ..Limits::default() })?;
+        progress(&format!("compiling {guest} to guest bytecode (one time)"));
+        let source = format!("import compileall; compileall.compile_dir({guest:?}, quiet=1)");
+        let limits = Limits {
+            timeout_s: 600.0,
+            ..Limits::default()
+        };
+        let run = self.run_python_with(&source, access, None, limits)?;
         if run.exit_code != Some(0) {
             return Err(SandboxError::Runtime(format!(
-                "compiling the pytest layer failed: {:?} {}",
-                run.limit, run.stderr
+                "compiling {guest} failed: {:?} {}",
+                run.detail, run.stderr
             )));
         }
         fs::write(&marker, b"").map_err(SandboxError::io("mark layer compiled"))?;
@@ -257,19 +334,54 @@ impl Sandbox {
 
     /// Runs Python source in a fresh sandbox with an empty workspace; returns the raw run.
     pub fn run_python(&self, source: &str, limits: Limits) -> Result<GuestRun> {
-        self.run_python_with(source, false, None, limits)
+        self.run_python_with(source, LayerAccess::ReadOnly, None, limits)
     }
 
-    fn run_python_with(&self, source: &str, layer_writable: bool, workspace: Option<&Path>, limits: Limits) -> Result<GuestRun> {
-        limits.validate().map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
-        let tmp = tempfile::Builder::new().prefix("frognano-tmp-").tempdir().map_err(SandboxError::io("create tmp"))?;
-        let empty_work = tempfile::Builder::new().prefix("frognano-work-").tempdir().map_err(SandboxError::io("create workspace"))?;
+    /// Runs Python source in a fresh sandbox whose `/work` (also the working directory) is
+    /// `workspace`; the guest may modify it. Returns the raw run.
+    pub fn run_python_in(
+        &self,
+        workspace: &Path,
+        source: &str,
+        limits: Limits,
+    ) -> Result<GuestRun> {
+        if !workspace.is_dir() {
+            return Err(SandboxError::Repo {
+                path: workspace.to_path_buf(),
+                message: "not a directory".into(),
+            });
+        }
+        let source = format!("import os; os.chdir({GUEST_WORK:?})\n{source}");
+        self.run_python_with(&source, LayerAccess::ReadOnly, Some(workspace), limits)
+    }
+
+    fn run_python_with(
+        &self,
+        source: &str,
+        access: LayerAccess<'_>,
+        workspace: Option<&Path>,
+        limits: Limits,
+    ) -> Result<GuestRun> {
+        limits
+            .validate()
+            .map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
+        let tmp = tempfile::Builder::new()
+            .prefix("frognano-tmp-")
+            .tempdir()
+            .map_err(SandboxError::io("create tmp"))?;
+        let empty_work = tempfile::Builder::new()
+            .prefix("frognano-work-")
+            .tempdir()
+            .map_err(SandboxError::io("create workspace"))?;
         let work = workspace.unwrap_or(empty_work.path());
         let mounts = Mounts {
             pytest: &self.pytest_layer,
-            pytest_writable: layer_writable,
-            deps: self.empty_layer.path(),
-            deps_writable: false,
+            pytest_writable: matches!(access, LayerAccess::PytestWritable),
+            deps: match access {
+                LayerAccess::DepsWritable(dir) => dir,
+                _ => self.empty_layer.path(),
+            },
+            deps_writable: matches!(access, LayerAccess::DepsWritable(_)),
             tmp: tmp.path(),
             work,
         };
@@ -278,7 +390,8 @@ impl Sandbox {
         } else {
             Program::Command(vec!["python".into(), "-c".into(), source.into()])
         };
-        self.runtime.block_on(self.run_guest(&mounts, &program, &limits))
+        self.runtime
+            .block_on(self.run_guest(&mounts, &program, &limits))
     }
 
     /// Runs a repository's test suite on a fresh copy of it. The user's directory is not
@@ -290,26 +403,60 @@ impl Sandbox {
 
     /// Runs the tests of an existing workspace in place (for environments that manage their
     /// own copy). The workspace is modified by the guest exactly as a test run would.
-    pub fn run_tests_in_workspace(&self, prepared: &PreparedRepo, workspace: &Path, request: &TestRequest) -> Result<TestReport> {
+    pub fn run_tests_in_workspace(
+        &self,
+        prepared: &PreparedRepo,
+        workspace: &Path,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
         self.runtime
             .block_on(self.run_in_workspace(prepared, workspace, request))
     }
 
-    /// Runs many test jobs, up to [`Sandbox::workers`] at once; results are in job order.
+    /// Runs many test jobs, up to [`Sandbox::workers`] at once on as many threads; results
+    /// are in job order.
     pub fn run_tests_many(&self, jobs: &[(PathBuf, TestRequest)]) -> Vec<Result<TestReport>> {
-        let permits = Arc::new(tokio::sync::Semaphore::new(self.workers));
-        self.runtime.block_on(async {
-            let mut futures = Vec::with_capacity(jobs.len());
-            for (repo, request) in jobs {
-                let permits = permits.clone();
-                futures.push(async move {
-                    let _permit = permits.acquire().await.map_err(SandboxError::runtime)?;
-                    let prepared = self.prepare_repo(repo, &|_| {})?;
-                    self.run_prepared(&prepared, request).await
+        // Preparation may run maintenance guests of its own, so it happens before the batch.
+        let mut prepared = Vec::with_capacity(jobs.len());
+        let mut results = Vec::with_capacity(jobs.len());
+        for (repo, _) in jobs {
+            match self.prepare_repo(repo, &|_| {}) {
+                Ok(ready) => {
+                    prepared.push(Some(ready));
+                    results.push(std::sync::Mutex::new(None));
+                }
+                Err(err) => {
+                    prepared.push(None);
+                    results.push(std::sync::Mutex::new(Some(Err(err))));
+                }
+            }
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..self.workers.min(jobs.len()) {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((_, request)) = jobs.get(i) else {
+                            break;
+                        };
+                        let Some(ready) = &prepared[i] else { continue };
+                        let result = self.runtime.block_on(self.run_prepared(ready, request));
+                        if let Ok(mut slot) = results[i].lock() {
+                            *slot = Some(result);
+                        }
+                    }
                 });
             }
-            join_all(futures).await
-        })
+        });
+        results
+            .into_iter()
+            .map(|slot| {
+                slot.into_inner().ok().flatten().unwrap_or_else(|| {
+                    Err(SandboxError::Runtime("a worker thread panicked".into()))
+                })
+            })
+            .collect()
     }
 
     /// Reads a repository's configuration and builds its requirements layer (cached).
@@ -318,7 +465,9 @@ impl Sandbox {
         let deps_layer = if config.requirements.is_empty() {
             None
         } else {
-            Some(self.requirements_layer(&config, progress)?)
+            let layer = self.requirements_layer(&config, progress)?;
+            self.compile_layer_bytecode(LayerAccess::DepsWritable(&layer), progress)?;
+            Some(layer)
         };
         Ok(PreparedRepo { config, deps_layer })
     }
@@ -332,23 +481,44 @@ impl Sandbox {
                 let usable: Vec<String> = config
                     .requirements
                     .iter()
-                    .filter(|r| layers::prepare_requirements_layer(std::slice::from_ref(*r), version, &|_| {}).is_ok())
+                    .filter(|r| {
+                        layers::prepare_requirements_layer(
+                            std::slice::from_ref(*r),
+                            version,
+                            &|_| {},
+                        )
+                        .is_ok()
+                    })
                     .cloned()
                     .collect();
-                progress(&format!("some detected requirements are not pure Python and were left out: {err}"));
+                progress(&format!(
+                    "some detected requirements are not pure Python and were left out: {err}"
+                ));
                 layers::prepare_requirements_layer(&usable, version, progress)
             }
             Err(err) => Err(err),
         }
     }
 
-    async fn run_prepared(&self, prepared: &PreparedRepo, request: &TestRequest) -> Result<TestReport> {
-        let work = tempfile::Builder::new().prefix("frognano-work-").tempdir().map_err(SandboxError::io("create workspace"))?;
+    async fn run_prepared(
+        &self,
+        prepared: &PreparedRepo,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
+        let work = tempfile::Builder::new()
+            .prefix("frognano-work-")
+            .tempdir()
+            .map_err(SandboxError::io("create workspace"))?;
         workspace::copy_repo(&prepared.config.root, work.path())?;
         self.run_in_workspace(prepared, work.path(), request).await
     }
 
-    async fn run_in_workspace(&self, prepared: &PreparedRepo, work: &Path, request: &TestRequest) -> Result<TestReport> {
+    async fn run_in_workspace(
+        &self,
+        prepared: &PreparedRepo,
+        work: &Path,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
         let config = &prepared.config;
         let limits = request.limits.unwrap_or_else(|| {
             let mut limits = Limits::default();
@@ -360,13 +530,25 @@ impl Sandbox {
             }
             limits
         });
-        limits.validate().map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
-        let tmp = tempfile::Builder::new().prefix("frognano-tmp-").tempdir().map_err(SandboxError::io("create tmp"))?;
-        fs::write(tmp.path().join(DEVNULL_FILE), b"").map_err(SandboxError::io("create devnull"))?;
+        limits
+            .validate()
+            .map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
+        let tmp = tempfile::Builder::new()
+            .prefix("frognano-tmp-")
+            .tempdir()
+            .map_err(SandboxError::io("create tmp"))?;
+        fs::write(tmp.path().join(DEVNULL_FILE), b"")
+            .map_err(SandboxError::io("create devnull"))?;
         let mut sys_path: Vec<String> = config
             .import_roots
             .iter()
-            .map(|r| if r == "." { GUEST_WORK.to_string() } else { format!("{GUEST_WORK}/{r}") })
+            .map(|r| {
+                if r == "." {
+                    GUEST_WORK.to_string()
+                } else {
+                    format!("{GUEST_WORK}/{r}")
+                }
+            })
             .collect();
         if prepared.deps_layer.is_some() {
             sys_path.push(GUEST_DEPS.to_string());
@@ -376,8 +558,11 @@ impl Sandbox {
             let site = tmp.path().join(".frognano-site");
             let info = site.join(format!("{}-{}.dist-info", name.replace('-', "_"), version));
             fs::create_dir_all(&info).map_err(SandboxError::io("create dist-info"))?;
-            fs::write(info.join("METADATA"), format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"))
-                .map_err(SandboxError::io("write dist-info"))?;
+            fs::write(
+                info.join("METADATA"),
+                format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"),
+            )
+            .map_err(SandboxError::io("write dist-info"))?;
             sys_path.push(format!("{GUEST_TMP}/.frognano-site"));
         }
         let mut args: Vec<String> = vec![
@@ -408,11 +593,17 @@ impl Sandbox {
             "plugin": layers::PLUGIN_MODULE,
             "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
         });
-        let source = RUN_PYTEST.replace("__FROGNANO_CONFIG__", &python_string_literal(&run_config.to_string()));
+        let source = RUN_PYTEST.replace(
+            "__FROGNANO_CONFIG__",
+            &python_string_literal(&run_config.to_string()),
+        );
         let mounts = Mounts {
             pytest: &self.pytest_layer,
             pytest_writable: false,
-            deps: prepared.deps_layer.as_deref().unwrap_or(self.empty_layer.path()),
+            deps: prepared
+                .deps_layer
+                .as_deref()
+                .unwrap_or(self.empty_layer.path()),
             deps_writable: false,
             tmp: tmp.path(),
             work,
@@ -429,23 +620,40 @@ impl Sandbox {
         Ok(build_report(records, exit_code, run))
     }
 
-    async fn run_guest(&self, mounts: &Mounts<'_>, program: &Program<'_>, limits: &Limits) -> Result<GuestRun> {
+    async fn run_guest(
+        &self,
+        mounts: &Mounts<'_>,
+        program: &Program<'_>,
+        limits: &Limits,
+    ) -> Result<GuestRun> {
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
         let wasi = build_wasi(mounts, program, &self.image, &stdout, &stderr)?;
-        let memory_limit = usize::try_from(limits.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        let mut store = Store::new(&self.engine, RunState { wasi, memory: MemoryCap { limit: memory_limit, refused: false } });
+        let memory_limit =
+            usize::try_from(limits.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        let mut store = Store::new(
+            &self.engine,
+            RunState {
+                wasi,
+                memory: MemoryCap {
+                    limit: memory_limit,
+                    refused: false,
+                },
+            },
+        );
         store.limiter(|state| &mut state.memory);
         store.epoch_deadline_async_yield_and_update(1);
         let started = Instant::now();
         let deadline = Duration::from_secs_f64(limits.timeout_s);
-        let outcome = tokio::time::timeout(deadline, call_program(&self.pre, &mut store, program)).await;
+        let outcome =
+            tokio::time::timeout(deadline, call_program(&self.pre, &mut store, program)).await;
         let duration = started.elapsed();
         let memory_refused = store.data().memory.refused;
         drop(store);
         let stdout_bytes = stdout.contents();
         let stderr_bytes = stderr.contents();
-        let output_exceeded = stdout_bytes.len() >= limits.output_bytes || stderr_bytes.len() >= limits.output_bytes;
+        let output_exceeded =
+            stdout_bytes.len() >= limits.output_bytes || stderr_bytes.len() >= limits.output_bytes;
         let mut run = GuestRun {
             exit_code: None,
             limit: None,
@@ -457,7 +665,10 @@ impl Sandbox {
         match outcome {
             Err(_elapsed) => {
                 run.limit = Some(RunOutcome::Timeout);
-                run.detail = Some(format!("wall-clock limit of {:.1} s reached", limits.timeout_s));
+                run.detail = Some(format!(
+                    "wall-clock limit of {:.1} s reached",
+                    limits.timeout_s
+                ));
             }
             Ok(Ok(code)) => run.exit_code = Some(code),
             Ok(Err(err)) => {
@@ -479,7 +690,10 @@ impl Sandbox {
                 run.detail = Some(format!("memory cap of {} MiB reached", limits.memory_mb));
             } else if output_exceeded {
                 run.limit = Some(RunOutcome::OutputExceeded);
-                run.detail = Some(format!("output cap of {} bytes reached", limits.output_bytes));
+                run.detail = Some(format!(
+                    "output cap of {} bytes reached",
+                    limits.output_bytes
+                ));
             }
         }
         Ok(run)
@@ -507,36 +721,17 @@ fn wasmtime_version() -> &'static str {
     "48.0.8"
 }
 
-async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    // Runs the futures concurrently on the current task; the runtime's workers execute the
-    // guests because each guest yields at every epoch tick.
-    let mut set = Vec::with_capacity(futures.len());
-    for future in futures {
-        set.push(Box::pin(future));
-    }
-    let mut outputs: Vec<Option<F::Output>> = (0..set.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, future) in set.iter_mut().enumerate() {
-            if outputs[i].is_none() {
-                match future.as_mut().poll(cx) {
-                    std::task::Poll::Ready(out) => outputs[i] = Some(out),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
-}
-
 fn make_linker(engine: &Engine) -> Result<Linker<RunState>> {
     let mut linker: Linker<RunState> = Linker::new(engine);
-    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state| &mut state.wasi).map_err(SandboxError::runtime)?;
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
+        .map_err(SandboxError::runtime)?;
     // The 3.15 image imports a host "door" for tool calls; the sandbox offers none (-1).
     linker
-        .func_wrap("host", "call", |_a: i32, _b: i32, _c: i32, _d: i32| -> i32 { -1 })
+        .func_wrap(
+            "host",
+            "call",
+            |_a: i32, _b: i32, _c: i32, _d: i32| -> i32 { -1 },
+        )
         .map_err(SandboxError::runtime)?;
     Ok(linker)
 }
@@ -551,23 +746,42 @@ fn build_wasi(
     let mut builder = WasiCtxBuilder::new();
     builder.stdout(stdout.clone()).stderr(stderr.clone());
     builder.allow_blocking_current_thread(true);
-    builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
-    let perms = |writable: bool| if writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-    let open = |builder: &mut WasiCtxBuilder, host: &Path, guest: &str, writable: bool| -> Result<()> {
-        builder
-            .preopened_dir(host, guest, perms(writable))
-            .map(|_| ())
-            .map_err(|e| SandboxError::Runtime(format!("mount {} at {guest}: {e:#}", host.display())))
+    builder
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    let perms = |writable: bool| {
+        if writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        }
     };
+    let open =
+        |builder: &mut WasiCtxBuilder, host: &Path, guest: &str, writable: bool| -> Result<()> {
+            builder
+                .preopened_dir(host, guest, perms(writable))
+                .map(|_| ())
+                .map_err(|e| {
+                    SandboxError::Runtime(format!("mount {} at {guest}: {e:#}", host.display()))
+                })
+        };
     if let Some(stdlib) = &image.stdlib_dir {
         open(&mut builder, stdlib, GUEST_STDLIB, false)?;
     }
-    open(&mut builder, mounts.pytest, GUEST_PYTEST, mounts.pytest_writable)?;
+    open(
+        &mut builder,
+        mounts.pytest,
+        GUEST_PYTEST,
+        mounts.pytest_writable,
+    )?;
     open(&mut builder, mounts.deps, GUEST_DEPS, mounts.deps_writable)?;
     open(&mut builder, mounts.tmp, GUEST_TMP, true)?;
     open(&mut builder, mounts.work, GUEST_WORK, true)?;
-    // A snapshot image reads these once, when the snapshot is taken (the hash seed among
-    // them, so set ordering is reproducible across runs); a command image reads them per run.
+    // A command image reads these at every start. The 3.15 image runs in isolated mode and
+    // ignores the WASI environment; the per-run prelude sets `os.environ` instead. Either way
+    // string hashing is the same in every run, so set ordering (and the parametrize ids built
+    // from it) is reproducible.
     for (key, value) in [
         ("HOME", GUEST_TMP),
         ("TMPDIR", GUEST_TMP),
@@ -583,7 +797,11 @@ fn build_wasi(
     Ok(builder.build_p1())
 }
 
-async fn call_program(pre: &InstancePre<RunState>, store: &mut Store<RunState>, program: &Program<'_>) -> wasmtime::Result<i32> {
+async fn call_program(
+    pre: &InstancePre<RunState>,
+    store: &mut Store<RunState>,
+    program: &Program<'_>,
+) -> wasmtime::Result<i32> {
     let instance = pre.instantiate_async(&mut *store).await?;
     match program {
         Program::Command(_) => {
@@ -595,7 +813,11 @@ async fn call_program(pre: &InstancePre<RunState>, store: &mut Store<RunState>, 
     }
 }
 
-async fn turn(instance: &wasmtime::Instance, store: &mut Store<RunState>, source: &str) -> wasmtime::Result<i32> {
+async fn turn(
+    instance: &wasmtime::Instance,
+    store: &mut Store<RunState>,
+    source: &str,
+) -> wasmtime::Result<i32> {
     let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "host_alloc")?;
     let turn = instance.get_typed_func::<(i32, i32), i32>(&mut *store, "turn")?;
     let memory = instance
@@ -635,7 +857,10 @@ fn load_or_compile(
     wasm: impl FnOnce() -> Result<Vec<u8>>,
 ) -> Result<Module> {
     let dir = assets::cache_dir().join("compiled");
-    let path = dir.join(format!("{prefix}-{}.cwasm", &assets::sha256_bytes(key.as_bytes())[..32]));
+    let path = dir.join(format!(
+        "{prefix}-{}.cwasm",
+        &assets::sha256_bytes(key.as_bytes())[..32]
+    ));
     if path.is_file() {
         // SAFETY: the file was written by `Module::serialize` of this same wasmtime version and
         // engine configuration (both are in the cache key) into our own cache directory.
@@ -650,11 +875,17 @@ fn load_or_compile(
     let module = Module::new(engine, &bytes).map_err(SandboxError::runtime)?;
     let serialized = module.serialize().map_err(SandboxError::runtime)?;
     assets::ensure_dir(&dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(SandboxError::io("create cache file"))?;
-    std::io::Write::write_all(&mut tmp, &serialized).map_err(SandboxError::io("write compiled module"))?;
-    tmp.persist(&path).map_err(|e| SandboxError::io("store compiled module")(e.error))?;
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(&dir).map_err(SandboxError::io("create cache file"))?;
+    std::io::Write::write_all(&mut tmp, &serialized)
+        .map_err(SandboxError::io("write compiled module"))?;
+    tmp.persist(&path)
+        .map_err(|e| SandboxError::io("store compiled module")(e.error))?;
     remove_superseded(&dir, prefix, &path);
-    progress(&format!("compiled in {:.1} s", started.elapsed().as_secs_f64()));
+    progress(&format!(
+        "compiled in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
     // Reload from disk so the module's memory image is mapped copy-on-write from the file.
     // SAFETY: as above; the file was just written by `serialize`.
     unsafe { Module::deserialize_file(engine, &path) }.map_err(SandboxError::runtime)
@@ -662,10 +893,15 @@ fn load_or_compile(
 
 /// Removes older artifacts of the same kind (they are hundreds of MB each).
 fn remove_superseded(dir: &Path, prefix: &str, keep: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if path != keep && name.starts_with(&format!("{prefix}-")) && name.ends_with(".cwasm") {
             // Best effort: another process may still map it, which Unix allows.
             let _ = fs::remove_file(&path);
@@ -682,7 +918,10 @@ fn load_or_build_snapshot(
     empty: &Path,
     progress: Progress<'_>,
 ) -> Result<Module> {
-    let layer_name = pytest_layer.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let layer_name = pytest_layer
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     let key = format!(
         "{}-{}-{}-{}-{}",
         image.module_sha256,
@@ -692,9 +931,23 @@ fn load_or_build_snapshot(
         engine_key(engine)
     );
     let prefix = format!("{}-snapshot", image.kind);
-    load_or_compile(engine, &prefix, &key, progress, "compiling the pytest snapshot", || {
-        runtime.block_on(build_snapshot(engine, linker, image, pytest_layer, empty, progress))
-    })
+    load_or_compile(
+        engine,
+        &prefix,
+        &key,
+        progress,
+        "compiling the pytest snapshot",
+        || {
+            runtime.block_on(build_snapshot(
+                engine,
+                linker,
+                image,
+                pytest_layer,
+                empty,
+                progress,
+            ))
+        },
+    )
 }
 
 async fn build_snapshot(
@@ -740,17 +993,34 @@ async fn build_snapshot(
         "args": ["-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", "--capture=sys",
                  "-o", format!("log_file={GUEST_TMP}/.pytest.log"), format!("--basetemp={GUEST_TMP}/pytest")],
     });
-    let source = SNAPSHOT_INIT.replace("__FROGNANO_CONFIG__", &python_string_literal(&source_config.to_string()));
+    let source = SNAPSHOT_INIT.replace(
+        "__FROGNANO_CONFIG__",
+        &python_string_literal(&source_config.to_string()),
+    );
     let program = Program::Turn(&source);
     let wasi = build_wasi(&mounts, &program, image, &stdout, &stderr)?;
-    let mut store = Store::new(engine, RunState { wasi, memory: MemoryCap { limit: usize::MAX, refused: false } });
+    let mut store = Store::new(
+        engine,
+        RunState {
+            wasi,
+            memory: MemoryCap {
+                limit: usize::MAX,
+                refused: false,
+            },
+        },
+    );
     store.limiter(|state| &mut state.memory);
     store.epoch_deadline_async_yield_and_update(1);
     progress("initialising the interpreter and importing pytest");
-    let instance = linker.instantiate_async(&mut store, &module).await.map_err(SandboxError::runtime)?;
+    let instance = linker
+        .instantiate_async(&mut store, &module)
+        .await
+        .map_err(SandboxError::runtime)?;
     for init in ["_initialize", "wizer.initialize"] {
         if let Ok(func) = instance.get_typed_func::<(), ()>(&mut store, init) {
-            func.call_async(&mut store, ()).await.map_err(|e| SandboxError::Runtime(format!("{init}: {e:#}")))?;
+            func.call_async(&mut store, ())
+                .await
+                .map_err(|e| SandboxError::Runtime(format!("{init}: {e:#}")))?;
         }
     }
     let tail = |pipe: &MemoryOutputPipe| {
@@ -758,9 +1028,12 @@ async fn build_snapshot(
         let start = text.len().saturating_sub(3000);
         text.get(start..).unwrap_or_default().to_string()
     };
-    let code = turn(&instance, &mut store, &source)
-        .await
-        .map_err(|e| SandboxError::Runtime(format!("snapshot initialisation failed: {e:#}\n{}", tail(&stderr))))?;
+    let code = turn(&instance, &mut store, &source).await.map_err(|e| {
+        SandboxError::Runtime(format!(
+            "snapshot initialisation failed: {e:#}\n{}",
+            tail(&stderr)
+        ))
+    })?;
     let (records, exit) = read_results(tmp.path())?;
     if code != 0 || exit != Some(0) || records.len() != 3 {
         return Err(SandboxError::Runtime(format!(
@@ -772,7 +1045,13 @@ async fn build_snapshot(
     }
     progress("taking the memory snapshot");
     let snapshot = wizer
-        .snapshot(&cx, &mut wasmtime_wizer::WasmtimeWizer { store: &mut store, instance })
+        .snapshot(
+            &cx,
+            &mut wasmtime_wizer::WasmtimeWizer {
+                store: &mut store,
+                instance,
+            },
+        )
         .await
         .map_err(SandboxError::runtime)?;
     Ok(snapshot)

@@ -9,8 +9,18 @@ use crate::error::{Result, SandboxError};
 
 /// Directory names never copied into a workspace (VCS data, virtualenvs, host bytecode caches).
 pub const SKIPPED_DIRS: &[&str] = &[
-    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", ".pytest_cache",
-    ".mypy_cache", ".ruff_cache", "node_modules",
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "node_modules",
 ];
 
 /// Copies `src` into the existing empty directory `dest`, keeping modification times.
@@ -21,36 +31,54 @@ pub const SKIPPED_DIRS: &[&str] = &[
 /// collection. Returns the number of files copied.
 pub fn copy_repo(src: &Path, dest: &Path) -> Result<usize> {
     let mut files = 0;
-    let walker = WalkDir::new(src).follow_links(false).into_iter().filter_entry(|e| {
-        e.depth() == 0
-            || !(e.file_type().is_dir() && e.file_name().to_str().is_some_and(|n| SKIPPED_DIRS.contains(&n)))
-    });
+    let walker = WalkDir::new(src)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() == 0
+                || !(e.file_type().is_dir()
+                    && e.file_name()
+                        .to_str()
+                        .is_some_and(|n| SKIPPED_DIRS.contains(&n)))
+        });
     for entry in walker {
         let entry = entry.map_err(|e| SandboxError::Repo {
             path: src.to_path_buf(),
             message: format!("cannot read: {e}"),
         })?;
-        let relative = entry.path().strip_prefix(src).map_err(|e| SandboxError::Repo {
-            path: src.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let relative = entry
+            .path()
+            .strip_prefix(src)
+            .map_err(|e| SandboxError::Repo {
+                path: src.to_path_buf(),
+                message: e.to_string(),
+            })?;
         if relative.as_os_str().is_empty() {
             continue;
         }
         let target = dest.join(relative);
         let kind = entry.file_type();
         if kind.is_dir() {
-            fs::create_dir_all(&target).map_err(SandboxError::io(format!("create {}", target.display())))?;
+            fs::create_dir_all(&target)
+                .map_err(SandboxError::io(format!("create {}", target.display())))?;
         } else if kind.is_symlink() {
-            let link = fs::read_link(entry.path()).map_err(SandboxError::io(format!("read link {}", entry.path().display())))?;
+            let link = fs::read_link(entry.path()).map_err(SandboxError::io(format!(
+                "read link {}",
+                entry.path().display()
+            )))?;
             if stays_inside(relative, &link) {
-                std::os::unix::fs::symlink(&link, &target).map_err(SandboxError::io(format!("link {}", target.display())))?;
+                std::os::unix::fs::symlink(&link, &target)
+                    .map_err(SandboxError::io(format!("link {}", target.display())))?;
             }
         } else if kind.is_file() {
-            fs::copy(entry.path(), &target).map_err(SandboxError::io(format!("copy {}", entry.path().display())))?;
+            fs::copy(entry.path(), &target)
+                .map_err(SandboxError::io(format!("copy {}", entry.path().display())))?;
             // Keep the source's mtime: bytecode caches are validated against it.
             if let Some(modified) = entry.metadata().ok().and_then(|m| m.modified().ok()) {
-                let _ = fs::File::options().write(true).open(&target).and_then(|f| f.set_modified(modified));
+                let _ = fs::File::options()
+                    .write(true)
+                    .open(&target)
+                    .and_then(|f| f.set_modified(modified));
             }
             files += 1;
         }
@@ -64,7 +92,10 @@ fn stays_inside(link_path: &Path, target: &Path) -> bool {
     if target.is_absolute() {
         return false;
     }
-    let mut depth: usize = link_path.parent().map(|p| p.components().count()).unwrap_or(0);
+    let mut depth: usize = link_path
+        .parent()
+        .map(|p| p.components().count())
+        .unwrap_or(0);
     for component in target.components() {
         match component {
             std::path::Component::ParentDir => {
@@ -99,14 +130,27 @@ mod tests {
         std::os::unix::fs::symlink("a.py", src.path().join("pkg/alias.py")).expect("link");
         let files = copy_repo(src.path(), dest.path()).expect("copy");
         assert_eq!(files, 1);
-        assert_eq!(fs::read_to_string(dest.path().join("pkg/a.py")).expect("read"), "x = 1\n");
+        assert_eq!(
+            fs::read_to_string(dest.path().join("pkg/a.py")).expect("read"),
+            "x = 1\n"
+        );
         let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).expect("mtime");
-        assert_eq!(mtime(&src.path().join("pkg/a.py")), mtime(&dest.path().join("pkg/a.py")));
+        assert_eq!(
+            mtime(&src.path().join("pkg/a.py")),
+            mtime(&dest.path().join("pkg/a.py"))
+        );
         assert!(!dest.path().join("pkg/__pycache__").exists());
         assert!(!dest.path().join(".git").exists());
-        assert!(fs::symlink_metadata(dest.path().join("pkg/evil")).is_err(), "absolute link copied");
-        assert!(fs::symlink_metadata(dest.path().join("pkg/climb")).is_err(), "escaping link copied");
-        let alias = fs::symlink_metadata(dest.path().join("pkg/alias.py")).expect("inside link kept");
+        assert!(
+            fs::symlink_metadata(dest.path().join("pkg/evil")).is_err(),
+            "absolute link copied"
+        );
+        assert!(
+            fs::symlink_metadata(dest.path().join("pkg/climb")).is_err(),
+            "escaping link copied"
+        );
+        let alias =
+            fs::symlink_metadata(dest.path().join("pkg/alias.py")).expect("inside link kept");
         assert!(alias.file_type().is_symlink());
     }
 }

@@ -9,32 +9,75 @@ use frognano_sandbox::TestRequest;
 #[test]
 fn sample_repos_match_native_pytest() {
     let repos = common::sample_repos();
-    assert!(repos.len() >= 3, "expected at least three sample repositories");
+    assert!(
+        repos.len() >= 3,
+        "expected at least three sample repositories"
+    );
     for repo in repos {
         let before = common::tree_snapshot(&repo);
         let (sandboxed, report) = common::sandbox_outcomes(&repo, &TestRequest::default());
-        assert_eq!(report.outcome, RunOutcome::Passed, "{}: {:?}\n{}", repo.display(), report.detail, report.stdout);
-        assert!(report.tests.len() >= 30, "{}: only {} tests", repo.display(), report.tests.len());
+        assert_eq!(
+            report.outcome,
+            RunOutcome::Passed,
+            "{}: {:?}\n{}",
+            repo.display(),
+            report.detail,
+            report.stdout
+        );
+        assert!(
+            report.tests.len() >= 30,
+            "{}: only {} tests",
+            repo.display(),
+            report.tests.len()
+        );
         let config = frognano_sandbox::RepoConfig::load(&repo).expect("config");
-        let roots: Vec<_> = config.import_roots.iter().map(std::path::PathBuf::from).collect();
+        let roots: Vec<_> = config
+            .import_roots
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
         let native = common::native_outcomes(&repo, &roots, &[]);
-        assert_eq!(sandboxed, native, "{}: outcomes differ from native pytest", repo.display());
-        assert_eq!(before, common::tree_snapshot(&repo), "{} was modified", repo.display());
+        assert_eq!(
+            sandboxed,
+            native,
+            "{}: outcomes differ from native pytest",
+            repo.display()
+        );
+        assert_eq!(
+            before,
+            common::tree_snapshot(&repo),
+            "{} was modified",
+            repo.display()
+        );
     }
 }
 
 #[test]
 fn pytest_arguments_select_tests() {
     let repo = &common::sample_repos()[0];
-    let all = common::sandbox().run_tests(repo, &TestRequest::default()).expect("run");
+    let all = common::sandbox()
+        .run_tests(repo, &TestRequest::default())
+        .expect("run");
     let first = all.tests[0].id.clone();
     let one = common::sandbox()
-        .run_tests(repo, &TestRequest { pytest_args: vec![first.clone()], limits: None })
+        .run_tests(
+            repo,
+            &TestRequest {
+                pytest_args: vec![first.clone()],
+                limits: None,
+            },
+        )
         .expect("run");
     assert_eq!(one.tests.len(), 1, "{:?}", one.tests);
     assert_eq!(one.tests[0].id, first);
     let none = common::sandbox()
-        .run_tests(repo, &TestRequest { pytest_args: vec!["-k".into(), "no_such_test_name_anywhere".into()], limits: None })
+        .run_tests(
+            repo,
+            &TestRequest {
+                pytest_args: vec!["-k".into(), "no_such_test_name_anywhere".into()],
+                limits: None,
+            },
+        )
         .expect("run");
     assert_eq!(none.outcome, RunOutcome::NoTests);
 }
@@ -51,35 +94,87 @@ fn failures_are_reported_per_test_with_messages() {
              @pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n\ndef test_error(broken):\n    pass\n",
         ),
     ]);
-    let report = common::sandbox().run_tests(repo.path(), &TestRequest::default()).expect("run");
+    let report = common::sandbox()
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
     assert_eq!(report.outcome, RunOutcome::Failed);
-    assert_eq!((report.passed, report.failed, report.errors, report.skipped, report.xfailed, report.xpassed), (1, 1, 1, 1, 1, 1));
-    let failed = report.test("tests/test_calc.py::test_add").expect("recorded");
-    assert!(failed.message.as_deref().unwrap_or_default().contains("assert 0 == 4"), "{failed:?}");
-    let error = report.test("tests/test_calc.py::test_error").expect("recorded");
-    assert!(error.message.as_deref().unwrap_or_default().contains("fixture broke"), "{error:?}");
+    assert_eq!(
+        (
+            report.passed,
+            report.failed,
+            report.errors,
+            report.skipped,
+            report.xfailed,
+            report.xpassed
+        ),
+        (1, 1, 1, 1, 1, 1)
+    );
+    let failed = report
+        .test("tests/test_calc.py::test_add")
+        .expect("recorded");
+    assert!(
+        failed
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("assert 0 == 4"),
+        "{failed:?}"
+    );
+    let error = report
+        .test("tests/test_calc.py::test_error")
+        .expect("recorded");
+    assert!(
+        error
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("fixture broke"),
+        "{error:?}"
+    );
     assert_eq!(report.exit_code, Some(1));
 }
 
 #[test]
 fn collection_errors_are_errors_not_crashes() {
-    let repo = common::make_repo(&[("tests/test_broken.py", "import no_such_module_here\n\ndef test_x():\n    pass\n")]);
-    let report = common::sandbox().run_tests(repo.path(), &TestRequest::default()).expect("run");
+    let repo = common::make_repo(&[(
+        "tests/test_broken.py",
+        "import no_such_module_here\n\ndef test_x():\n    pass\n",
+    )]);
+    let report = common::sandbox()
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
     assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
     assert_eq!(report.errors, 1);
-    assert!(report.tests[0].message.as_deref().unwrap_or_default().contains("no_such_module_here"));
+    assert!(
+        report.tests[0]
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no_such_module_here")
+    );
 }
 
 #[test]
 fn parallel_runs_match_serial_runs() {
     let repos = common::sample_repos();
-    let jobs: Vec<_> = repos.iter().chain(repos.iter()).map(|r| (r.clone(), TestRequest::default())).collect();
+    let jobs: Vec<_> = repos
+        .iter()
+        .chain(repos.iter())
+        .map(|r| (r.clone(), TestRequest::default()))
+        .collect();
     let reports = common::sandbox().run_tests_many(&jobs);
     assert_eq!(reports.len(), jobs.len());
     for ((repo, _), report) in jobs.iter().zip(reports) {
         let report = report.expect("run");
-        let serial = common::sandbox().run_tests(repo, &TestRequest::default()).expect("run");
-        let ids = |r: &frognano_core::TestReport| r.tests.iter().map(|t| (t.id.clone(), t.outcome)).collect::<std::collections::BTreeMap<_, _>>();
+        let serial = common::sandbox()
+            .run_tests(repo, &TestRequest::default())
+            .expect("run");
+        let ids = |r: &frognano_core::TestReport| {
+            r.tests
+                .iter()
+                .map(|t| (t.id.clone(), t.outcome))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
         assert_eq!(ids(&report), ids(&serial), "{}", repo.display());
     }
 }

@@ -14,7 +14,8 @@ use frognano_sandbox::{Sandbox, SandboxOptions, TestRequest};
 pub fn sandbox() -> &'static Sandbox {
     static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
     SANDBOX.get_or_init(|| {
-        Sandbox::new(SandboxOptions::default(), &|msg| eprintln!("setup: {msg}")).expect("sandbox setup")
+        Sandbox::new(SandboxOptions::default(), &|msg| eprintln!("setup: {msg}"))
+            .expect("sandbox setup")
     })
 }
 
@@ -36,27 +37,46 @@ pub fn sample_repos() -> Vec<PathBuf> {
 
 /// Runs pytest natively on a copy of `repo` with FrogNano's plugin and returns node id ->
 /// outcome. `extra_paths` are prepended to PYTHONPATH (import roots, requirement layers).
-pub fn native_outcomes(repo: &Path, extra_paths: &[PathBuf], args: &[String]) -> BTreeMap<String, TestOutcome> {
+pub fn native_outcomes(
+    repo: &Path,
+    extra_paths: &[PathBuf],
+    args: &[String],
+) -> BTreeMap<String, TestOutcome> {
     let work = tempfile::tempdir().expect("tempdir");
     frognano_sandbox::workspace::copy_repo(repo, work.path()).expect("copy");
     let plugin_dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
-        plugin_dir.path().join(format!("{}.py", frognano_sandbox::layers::PLUGIN_MODULE)),
+        plugin_dir
+            .path()
+            .join(format!("{}.py", frognano_sandbox::layers::PLUGIN_MODULE)),
         frognano_sandbox::layers::PLUGIN_SOURCE,
     )
     .expect("write plugin");
     let results = plugin_dir.path().join("results.jsonl");
     let mut python_path: Vec<PathBuf> = vec![plugin_dir.path().to_path_buf()];
-    python_path.extend(extra_paths.iter().map(|p| if p.is_absolute() { p.clone() } else { work.path().join(p) }));
+    python_path.extend(extra_paths.iter().map(|p| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            work.path().join(p)
+        }
+    }));
     let joined = std::env::join_paths(python_path).expect("join paths");
     let output = Command::new("python3")
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", frognano_sandbox::layers::PLUGIN_MODULE])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            frognano_sandbox::layers::PLUGIN_MODULE,
+        ])
         .args(args)
         .current_dir(work.path())
         .env("PYTHONPATH", joined)
         .env("FROGNANO_RESULTS", &results)
-        // The sandbox's interpreter runs with hash seed 0; so must the reference run, or
-        // parametrize ids built from set iteration differ.
+        // A fixed seed keeps the reference run's set ordering (and parametrize ids) stable.
         .env("PYTHONHASHSEED", "0")
         .output()
         .expect("run native pytest");
@@ -79,9 +99,16 @@ pub fn native_outcomes(repo: &Path, extra_paths: &[PathBuf], args: &[String]) ->
 }
 
 /// Runs `repo` in the sandbox and returns node id -> outcome together with the report.
-pub fn sandbox_outcomes(repo: &Path, request: &TestRequest) -> (BTreeMap<String, TestOutcome>, frognano_core::TestReport) {
+pub fn sandbox_outcomes(
+    repo: &Path,
+    request: &TestRequest,
+) -> (BTreeMap<String, TestOutcome>, frognano_core::TestReport) {
     let report = sandbox().run_tests(repo, request).expect("sandbox run");
-    let outcomes = report.tests.iter().map(|t| (t.id.clone(), t.outcome)).collect();
+    let outcomes = report
+        .tests
+        .iter()
+        .map(|t| (t.id.clone(), t.outcome))
+        .collect();
     (outcomes, report)
 }
 

@@ -60,6 +60,15 @@ def test_update_priority(item, new_priority, expected):
     assert pq.drain() == expected
 
 
+def test_update_compares_against_old_priority():
+    pq = make_queue([("a", 10), ("b", 7), ("c", 8)])
+    pq.update("a", 5)
+    assert pq.is_valid()
+    assert pq.pop() == ("a", 5)
+    pq.update("c", 8)
+    assert pq.drain() == ["b", "c"]
+
+
 def test_remove_from_middle_keeps_heap_valid():
     pq = make_queue([(n, (n * 7) % 11) for n in range(11)])
     assert pq.remove(4) == (4 * 7) % 11

@@ -81,6 +81,8 @@ def test_gaps(intervals):
     assert intervals.gaps(15, 35) == [(20, 30)]
     assert intervals.gaps(12, 18) == []
     assert intervals.gaps(41, 45) == [(41, 45)]
+    assert intervals.gaps(10, 25) == [(20, 25)]
+    assert intervals.gaps(0, 20) == [(0, 10)]
 
 
 def test_repr():

@@ -74,6 +74,11 @@ class TestLRUCache:
         c.put("y", 2)
         assert c.keys() == ["y"]
         assert c.get("x") is None
+        big = LRUCache(3)
+        for key in "abc":
+            big.put(key, 0)
+        big.resize(1)
+        assert big.keys() == ["c"]
 
 
 @pytest.mark.parametrize("capacity", [0, -3])

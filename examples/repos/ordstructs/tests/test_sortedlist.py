@@ -22,6 +22,8 @@ def test_contains(numbers):
     assert 8 not in numbers
     assert 12 not in numbers
     assert 0 not in numbers
+    assert numbers.floor(1) == 1
+    assert numbers.lower(3) == 1
 
 
 def test_remove_and_discard(numbers):
@@ -92,6 +94,7 @@ def test_median():
     assert SortedList([4, 1, 7]).median() == 4
     assert SortedList([4, 1, 7, 10]).median() == 5.5
     assert SortedList([2]).median() == 2
+    assert SortedList([9, 1, 5, 3, 7]).median() == 5
     with pytest.raises(ValueError):
         SortedList().median()
 

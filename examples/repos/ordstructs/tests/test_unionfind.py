@@ -27,6 +27,8 @@ def test_union_merges_and_counts(uf):
 
 
 def test_union_by_size_keeps_larger_root(uf):
+    uf.union(6, 7)
+    assert uf.find(7) == 6  # equal sizes: first argument's root wins
     uf.union(0, 1)
     uf.union(0, 2)
     root = uf.find(0)

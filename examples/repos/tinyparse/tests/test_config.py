@@ -28,6 +28,8 @@ def test_escaped_dollar(config):
 def test_inline_comments_and_quotes(config):
     assert config.get("server", "ratio") == "0.75"
     assert config.get("paths", "greeting") == "hello # not a comment"
+    cfg = parse_config('[c]\na = red #primary\nb = a#b\nc = a# b\nd = #fff\ne = ""\nf=compact\n')
+    assert [cfg.get("c", k) for k in "abcdef"] == ["red", "a#b", "a# b", "#fff", "", "compact"]
 
 
 def test_continuation_lines(config):

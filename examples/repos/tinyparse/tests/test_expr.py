@@ -68,6 +68,8 @@ def test_builtin_functions(text, expected):
 
 def test_variadic_and_rounding_functions():
     assert evaluate("sqrt(16)") == 4.0
+    assert evaluate("sqrt(0)") == 0.0
+    assert evaluate("round(3.14159, 1 + 1.0)") == 3.14
     assert evaluate("ceil(2.1)") == 3
     assert evaluate("floor(2.7)") == 2
     assert evaluate("round(7.5)") == 8
@@ -103,6 +105,11 @@ class TestParseTree:
     def test_variables_collects_names_but_not_constants(self):
         assert parse("a * pi + max(b, a, 2) - -c").variables() == {"a", "b", "c"}
 
+    def test_repr_and_call_str(self):
+        tree = parse("f(-x, 2) + 1")
+        assert repr(tree) == "BinOp('+', Call('f', [UnaryOp('-', Var('x')), Num(2)]), Num(1))"
+        assert str(tree) == "(f((-x), 2) + 1)"
+
     def test_nodes_compare_by_type_and_fields(self):
         assert Num(1) != Var("1")
         assert Num(1) == Num(1)
@@ -124,6 +131,10 @@ def test_parse_errors(text, position):
 
 
 def test_parse_error_positions_inside_calls():
+    with pytest.raises(ParseError, match="unexpected end of input"):
+        parse("1 +")
+    with pytest.raises(ParseError, match="unexpected token"):
+        parse("1 + )")
     with pytest.raises(ParseError) as info:
         parse("(1 + 2")
     assert info.value.position == 6
@@ -166,3 +177,6 @@ def test_more_evaluation_errors():
         evaluate("sqrt(-1)")
     with pytest.raises(EvaluationError, match=r"abs\(\) takes 1 argument\(s\), got 2"):
         evaluate("abs(1, 2)")
+    for name in ("sqrt", "floor", "ceil"):
+        with pytest.raises(EvaluationError, match="takes 1 argument"):
+            evaluate("%s(4, 1)" % name)

@@ -38,6 +38,11 @@ def test_number_literals(text, expected):
 
 
 def test_more_number_forms():
+    assert [t.value for t in tokenize(".5*x")] == [0.5, "*", "x", None]
+    assert [t.value for t in tokenize("2e3+1")] == [2000.0, "+", 1, None]
+    with pytest.raises(ParseError) as info:
+        tokenize("1+.")
+    assert info.value.position == 2
     assert tokenize("3.5")[0].value == 3.5
     assert tokenize("6e+1")[0].value == 60.0
     assert tokenize("7.")[0].value == 7.0
