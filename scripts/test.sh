@@ -11,5 +11,6 @@ echo "== frognano setup (fetches and verifies the runtime once; cached afterward
 cargo run -q -p frognano-cli -- setup
 echo "== cargo test"
 cargo test --workspace
-echo "== example: run a bundled sample repository's tests in the sandbox"
+echo "== examples"
+cargo run -q -p frognano-sandbox --example run_tests -- examples/repos/textkit | tail -1
 cargo run -q -p frognano-cli -- test examples/repos/tinyparse

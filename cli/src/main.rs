@@ -387,6 +387,9 @@ fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
             .args(native_args)
             .args(&prepared.config.test.args)
             .current_dir(native_dir.path())
+            // Native at its best: let CPython keep its bytecode cache between runs, as the
+            // sandbox keeps its own.
+            .env_remove("PYTHONDONTWRITEBYTECODE")
             .output()
             .with_context(|| format!("run {} -m pytest", args.python))?;
         Ok((started.elapsed().as_secs_f64(), output.status.success()))

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod assets;
+pub mod bytecode;
 pub mod config;
 mod error;
 pub mod image;

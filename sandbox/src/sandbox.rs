@@ -14,6 +14,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use crate::assets::{self, Progress};
+use crate::bytecode;
 use crate::config::RepoConfig;
 use crate::error::{Result, SandboxError};
 use crate::image::{self, ImageFiles, ImageKind};
@@ -469,7 +470,63 @@ impl Sandbox {
             self.compile_layer_bytecode(LayerAccess::DepsWritable(&layer), progress)?;
             Some(layer)
         };
-        Ok(PreparedRepo { config, deps_layer })
+        let bytecode = self.repo_bytecode(&config.root, progress)?;
+        Ok(PreparedRepo {
+            config,
+            deps_layer,
+            bytecode,
+        })
+    }
+
+    /// The bytecode cache of a clean repository, built on first use (see [`crate::bytecode`]).
+    /// A repository that does not compile cleanly simply gets no cache.
+    fn repo_bytecode(&self, root: &Path, progress: Progress<'_>) -> Result<Option<PathBuf>> {
+        let layer_name = self
+            .pytest_layer
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let salt = format!(
+            "{}-{}-{}",
+            self.image.module_sha256,
+            layer_name,
+            assets::sha256_bytes(COMPILE_BYTECODE.as_bytes())
+        );
+        let key = bytecode::source_key(root, &salt)?;
+        let dir = assets::cache_dir()
+            .join("bytecode")
+            .join(self.image.kind.name())
+            .join(&key[..32]);
+        if bytecode::is_complete(&dir) {
+            return Ok(Some(dir));
+        }
+        progress("compiling the repository to bytecode (one time per repository version)");
+        let work = tempfile::Builder::new()
+            .prefix("frognano-compile-")
+            .tempdir()
+            .map_err(SandboxError::io("create workspace"))?;
+        workspace::copy_repo(root, work.path())?;
+        let config =
+            serde_json::json!({"root": GUEST_WORK, "patterns": ["test_*.py", "*_test.py"]});
+        let source = COMPILE_BYTECODE.replace(
+            "__FROGNANO_CONFIG__",
+            &python_string_literal(&config.to_string()),
+        );
+        let limits = Limits {
+            timeout_s: 600.0,
+            ..Limits::default()
+        };
+        let run =
+            self.run_python_with(&source, LayerAccess::ReadOnly, Some(work.path()), limits)?;
+        if run.exit_code != Some(0) {
+            progress(&format!(
+                "bytecode compilation skipped: {}",
+                run.detail.as_deref().unwrap_or(run.stderr.trim())
+            ));
+            return Ok(None);
+        }
+        bytecode::harvest(work.path(), &dir)?;
+        Ok(Some(dir))
     }
 
     fn requirements_layer(&self, config: &RepoConfig, progress: Progress<'_>) -> Result<PathBuf> {
@@ -533,6 +590,10 @@ impl Sandbox {
         limits
             .validate()
             .map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
+        if let Some(cache) = &prepared.bytecode {
+            // Best effort: without it the guest compiles the modules itself.
+            let _ = bytecode::overlay(cache, work);
+        }
         let tmp = tempfile::Builder::new()
             .prefix("frognano-tmp-")
             .tempdir()
@@ -707,10 +768,13 @@ pub struct PreparedRepo {
     pub config: RepoConfig,
     /// Its requirements layer, if it has requirements.
     pub deps_layer: Option<PathBuf>,
+    /// Its bytecode cache, overlaid into each workspace before a run.
+    pub bytecode: Option<PathBuf>,
 }
 
 const RUN_PYTEST: &str = include_str!("guest/run_pytest.py");
 const SNAPSHOT_INIT: &str = include_str!("guest/snapshot_init.py");
+const COMPILE_BYTECODE: &str = include_str!("guest/compile_bytecode.py");
 
 fn python_string_literal(text: &str) -> String {
     // JSON string syntax is valid Python string syntax for these contents.

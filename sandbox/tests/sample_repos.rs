@@ -178,3 +178,56 @@ fn parallel_runs_match_serial_runs() {
         assert_eq!(ids(&report), ids(&serial), "{}", repo.display());
     }
 }
+
+#[test]
+fn edits_in_a_workspace_are_seen_despite_the_bytecode_cache() {
+    let repo = common::make_repo(&[
+        ("shapes.py", "def area(w, h):\n    return w * h\n"),
+        (
+            "tests/test_shapes.py",
+            "from shapes import area\n\n\ndef test_area():\n    assert area(2, 3) == 6\n",
+        ),
+    ]);
+    let sandbox = common::sandbox();
+    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    assert!(
+        prepared.bytecode.is_some(),
+        "a clean repository gets a bytecode cache"
+    );
+    let clean = tempfile::tempdir().expect("tempdir");
+    frognano_sandbox::workspace::copy_repo(repo.path(), clean.path()).expect("copy");
+    let report = sandbox
+        .run_tests_in_workspace(&prepared, clean.path(), &TestRequest::default())
+        .expect("run");
+    assert_eq!(report.outcome, RunOutcome::Passed);
+
+    // Same size, same mtime granularity: only the checked hash can tell the files apart.
+    let edited = tempfile::tempdir().expect("tempdir");
+    frognano_sandbox::workspace::copy_repo(repo.path(), edited.path()).expect("copy");
+    std::fs::write(
+        edited.path().join("shapes.py"),
+        "def area(w, h):\n    return w + h\n",
+    )
+    .expect("edit");
+    let report = sandbox
+        .run_tests_in_workspace(&prepared, edited.path(), &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        report.outcome,
+        RunOutcome::Failed,
+        "the edit must be what runs"
+    );
+    std::fs::write(
+        edited.path().join("tests/test_shapes.py"),
+        "from shapes import area\n\n\ndef test_area():\n    assert area(2, 3) == 5\n",
+    )
+    .expect("edit test");
+    let report = sandbox
+        .run_tests_in_workspace(&prepared, edited.path(), &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        report.outcome,
+        RunOutcome::Passed,
+        "the edited test must be what runs"
+    );
+}
