@@ -133,6 +133,7 @@ fn main() -> ExitCode {
 /// A spinner that shows each setup step; steps that finish are printed above it.
 struct Steps {
     bar: ProgressBar,
+    quiet: bool,
 }
 
 impl Steps {
@@ -147,11 +148,16 @@ impl Steps {
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.enable_steady_tick(Duration::from_millis(120));
-        Steps { bar }
+        Steps { bar, quiet }
     }
 
     fn step(&self, message: &str) {
-        if !self.bar.is_hidden() {
+        if self.bar.is_hidden() {
+            // Not a terminal (CI, a pipe): plain lines instead of a spinner.
+            if !self.quiet {
+                eprintln!("  {message}");
+            }
+        } else {
             self.bar.println(format!("  {message}"));
         }
         self.bar.set_message(message.to_string());

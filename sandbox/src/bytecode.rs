@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use walkdir::WalkDir;
 
 use crate::error::{Result, SandboxError};
-use crate::workspace::SKIPPED_DIRS;
+use crate::workspace::walk_repo;
 
 /// Name of the marker written when a cache directory is complete.
 const COMPLETE: &str = ".complete";
@@ -23,16 +23,7 @@ const COMPLETE: &str = ".complete";
 /// A key over every `.py` file of the repository (path and contents) plus `salt` (image and
 /// pytest versions).
 pub fn source_key(repo: &Path, salt: &str) -> Result<String> {
-    let mut files: Vec<PathBuf> = WalkDir::new(repo)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| {
-            e.depth() == 0
-                || !(e.file_type().is_dir()
-                    && e.file_name()
-                        .to_str()
-                        .is_some_and(|n| SKIPPED_DIRS.contains(&n)))
-        })
+    let mut files: Vec<PathBuf> = walk_repo(repo)
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "py"))
         .map(|e| e.into_path())

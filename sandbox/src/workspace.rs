@@ -23,15 +23,9 @@ pub const SKIPPED_DIRS: &[&str] = &[
     "node_modules",
 ];
 
-/// Copies `src` into the existing empty directory `dest`, keeping modification times.
-///
-/// Symlinks are never followed. A link that stays inside the repository is copied as a link;
-/// one that points out of it (absolute, or climbing out with `..`) is left out, because the
-/// guest could never follow it and it would only turn into a permission error during test
-/// collection. Returns the number of files copied.
-pub fn copy_repo(src: &Path, dest: &Path) -> Result<usize> {
-    let mut files = 0;
-    let walker = WalkDir::new(src)
+/// Walks a repository without following links and without entering [`SKIPPED_DIRS`].
+pub fn walk_repo(root: &Path) -> impl Iterator<Item = walkdir::Result<walkdir::DirEntry>> {
+    WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .filter_entry(|e| {
@@ -40,8 +34,18 @@ pub fn copy_repo(src: &Path, dest: &Path) -> Result<usize> {
                     && e.file_name()
                         .to_str()
                         .is_some_and(|n| SKIPPED_DIRS.contains(&n)))
-        });
-    for entry in walker {
+        })
+}
+
+/// Copies `src` into the existing empty directory `dest`, keeping modification times.
+///
+/// Symlinks are never followed. A link that stays inside the repository is copied as a link;
+/// one that points out of it (absolute, or climbing out with `..`) is left out, because the
+/// guest could never follow it and it would only turn into a permission error during test
+/// collection. Returns the number of files copied.
+pub fn copy_repo(src: &Path, dest: &Path) -> Result<usize> {
+    let mut files = 0;
+    for entry in walk_repo(src) {
         let entry = entry.map_err(|e| SandboxError::Repo {
             path: src.to_path_buf(),
             message: format!("cannot read: {e}"),
