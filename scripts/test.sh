@@ -7,10 +7,12 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== frognano setup (fetches and verifies the runtime once; cached afterwards)"
-cargo run -q -p frognano-cli -- setup
+echo "== cargo build"
+cargo build --workspace --all-targets
+echo "== frognano setup (fetches, verifies, compiles and snapshots the runtime once; cached afterwards)"
+./target/debug/frognano setup
 echo "== cargo test"
 cargo test --workspace
 echo "== examples"
-cargo run -q -p frognano-sandbox --example run_tests -- examples/repos/textkit | tail -1
-cargo run -q -p frognano-cli -- test examples/repos/tinyparse
+./target/debug/examples/run_tests examples/repos/textkit | tail -1
+./target/debug/frognano test examples/repos/tinyparse
