@@ -2,6 +2,7 @@
 # The full test suite: formatting, lints, runtime setup (idempotent) and every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bin="${CARGO_TARGET_DIR:-target}/debug"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -10,9 +11,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo build"
 cargo build --workspace --all-targets
 echo "== frognano setup (fetches, verifies, compiles and snapshots the runtime once; cached afterwards)"
-./target/debug/frognano setup
+"$bin/frognano" setup
 echo "== cargo test"
 cargo test --workspace
 echo "== examples"
-./target/debug/examples/run_tests examples/repos/textkit | tail -1
-./target/debug/frognano test examples/repos/tinyparse
+"$bin/examples/run_tests" examples/repos/textkit | tail -1
+"$bin/frognano" test examples/repos/tinyparse
