@@ -256,6 +256,7 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
     let request = TestRequest {
         pytest_args: args.pytest_args.clone(),
         limits,
+        cancel: None,
     };
     let workspace = tempfile_dir()?;
     frognano_sandbox::workspace::copy_repo(&args.repo, workspace.path())?;

@@ -45,6 +45,9 @@ pub enum SandboxError {
     /// wasmtime failed to compile, instantiate or snapshot the runtime.
     #[error("wasm runtime: {0}")]
     Runtime(String),
+    /// The caller cancelled the run.
+    #[error("cancelled")]
+    Cancelled,
     /// A host I/O operation failed.
     #[error("{context}: {source}")]
     Io {

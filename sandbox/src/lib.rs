@@ -30,7 +30,7 @@ pub use config::RepoConfig;
 pub use error::{Result, SandboxError};
 pub use image::{ImageFiles, ImageKind};
 pub use sandbox::{
-    GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox,
+    CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox,
     SandboxOptions, TestRequest,
 };
 

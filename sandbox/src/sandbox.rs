@@ -36,6 +36,7 @@ const DEVNULL_FILE: &str = ".devnull";
 /// Wasm stack: CPython needs several MiB to reach its own RecursionError.
 const MAX_WASM_STACK: usize = 8 << 20;
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+const CANCEL_POLL: Duration = Duration::from_millis(20);
 /// Modules a test suite commonly imports lazily; importing them before the snapshot saves
 /// every run the cost.
 const PRELOAD_MODULES: &[&str] = &[
@@ -95,7 +96,13 @@ pub struct TestRequest {
     pub pytest_args: Vec<String>,
     /// Limits; `None` takes the repository's `frognano.toml` values, else the defaults.
     pub limits: Option<Limits>,
+    /// Set it to stop the run early (e.g. on Ctrl-C); the run then returns
+    /// [`SandboxError::Cancelled`]. Checked every few milliseconds.
+    pub cancel: Option<CancelFlag>,
 }
+
+/// A flag that cancels the runs it was given to.
+pub type CancelFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
 
 /// A finished guest run, before interpretation as a test report.
 #[derive(Debug, Clone)]
@@ -392,7 +399,7 @@ impl Sandbox {
             Program::Command(vec!["python".into(), "-c".into(), source.into()])
         };
         self.runtime
-            .block_on(self.run_guest(&mounts, &program, &limits))
+            .block_on(self.run_guest(&mounts, &program, &limits, None))
     }
 
     /// Runs a repository's test suite on a fresh copy of it. The user's directory is not
@@ -682,7 +689,9 @@ impl Sandbox {
             argv.extend(args.iter().cloned());
             Program::Command(argv)
         };
-        let run = self.run_guest(&mounts, &program, &limits).await?;
+        let run = self
+            .run_guest(&mounts, &program, &limits, request.cancel.as_ref())
+            .await?;
         let (records, exit_code) = read_results(tmp.path())?;
         Ok(build_report(records, exit_code, run))
     }
@@ -692,6 +701,7 @@ impl Sandbox {
         mounts: &Mounts<'_>,
         program: &Program<'_>,
         limits: &Limits,
+        cancel: Option<&CancelFlag>,
     ) -> Result<GuestRun> {
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
@@ -712,8 +722,19 @@ impl Sandbox {
         store.epoch_deadline_async_yield_and_update(1);
         let started = Instant::now();
         let deadline = Duration::from_secs_f64(limits.timeout_s);
-        let outcome =
-            tokio::time::timeout(deadline, call_program(&self.pre, &mut store, program)).await;
+        let call = tokio::time::timeout(deadline, call_program(&self.pre, &mut store, program));
+        let cancelled = async {
+            loop {
+                if cancel.is_some_and(|flag| flag.load(std::sync::atomic::Ordering::Relaxed)) {
+                    break;
+                }
+                tokio::time::sleep(CANCEL_POLL).await;
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            () = cancelled => return Err(SandboxError::Cancelled),
+        };
         let duration = started.elapsed();
         let memory_refused = store.data().memory.refused;
         drop(store);

@@ -16,6 +16,7 @@ fn request(timeout_s: f64, memory_mb: u64, output_bytes: usize) -> TestRequest {
             memory_mb,
             output_bytes,
         }),
+        ..TestRequest::default()
     }
 }
 
@@ -271,4 +272,37 @@ fn invalid_limits_and_missing_repos_are_errors() {
         .run_tests(&repo.path().join("missing"), &TestRequest::default())
         .expect_err("missing repo");
     assert!(err.to_string().contains("not a directory"), "{err}");
+}
+
+#[test]
+fn a_cancelled_run_stops_promptly() {
+    let repo = common::make_repo(&[(
+        "test_spin.py",
+        "def test_spin():\n    while True:\n        pass\n",
+    )]);
+    let flag = frognano_sandbox::CancelFlag::default();
+    let setter = flag.clone();
+    let started = Instant::now();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        setter.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let result = common::sandbox().run_tests(
+        repo.path(),
+        &TestRequest {
+            cancel: Some(flag),
+            ..request(60.0, 512, 1 << 20)
+        },
+    );
+    canceller.join().expect("join");
+    assert!(
+        matches!(result, Err(frognano_sandbox::SandboxError::Cancelled)),
+        "{result:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_healthy();
 }

@@ -64,7 +64,7 @@ fn pytest_arguments_select_tests() {
             repo,
             &TestRequest {
                 pytest_args: vec![first.clone()],
-                limits: None,
+                ..TestRequest::default()
             },
         )
         .expect("run");
@@ -75,7 +75,7 @@ fn pytest_arguments_select_tests() {
             repo,
             &TestRequest {
                 pytest_args: vec!["-k".into(), "no_such_test_name_anywhere".into()],
-                limits: None,
+                ..TestRequest::default()
             },
         )
         .expect("run");
