@@ -1,0 +1,1 @@
+//! C ABI for FrogNano (filled in by the bindings work).
