@@ -14,6 +14,8 @@ echo "== frognano setup (fetches, verifies, compiles and snapshots the runtime o
 "$bin/frognano" setup
 echo "== cargo test"
 cargo test --workspace
+echo "== Python package: wheel into a fresh virtualenv, tests against the installed package"
+bash bindings-python/ci.sh
 echo "== examples"
 "$bin/examples/run_tests" examples/repos/textkit | tail -1
 "$bin/frognano" test examples/repos/tinyparse

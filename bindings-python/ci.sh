@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds the wheel, installs it into a fresh virtualenv and runs the Python tests against the
+# installed package (not the source tree), then the Python example.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+maturin build -q -m bindings-python/Cargo.toml -o "$work/dist"
+python3 -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work"/dist/frognano-*.whl pytest
+(cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider)
+"$work/venv/bin/python" examples/python/run_tests.py | tail -1

@@ -1,0 +1,45 @@
+"""FrogNano: run repositories' test suites in WebAssembly sandboxes, from Python.
+
+>>> import frognano
+>>> sandbox = frognano.Sandbox()
+>>> report = sandbox.run_tests("path/to/repo", timeout=60)
+>>> report.outcome, report.passed, report.failed
+('passed', 80, 0)
+
+The first Sandbox (or frognano.setup()) fetches the runtime with pip, verifies its sha256,
+and compiles and snapshots it into the cache (frognano.cache_dir()); later ones start in
+milliseconds.
+"""
+
+import os as _os
+import sys as _sys
+
+# The runtime assets are fetched with pip: use this interpreter's, so a virtualenv's pip works.
+_os.environ.setdefault("FROGNANO_HOST_PYTHON", _sys.executable)
+
+from ._errors import (  # noqa: E402
+    ConfigError,
+    FrognanoError,
+    InvalidArgumentError,
+    RepoNotFoundError,
+    RequirementsError,
+    SandboxFailure,
+    SetupError,
+)
+from ._frognano import Sandbox, TestReport, TestResult, __version__, cache_dir, setup  # noqa: E402
+
+__all__ = [
+    "Sandbox",
+    "TestReport",
+    "TestResult",
+    "setup",
+    "cache_dir",
+    "__version__",
+    "FrognanoError",
+    "SetupError",
+    "SandboxFailure",
+    "RepoNotFoundError",
+    "ConfigError",
+    "RequirementsError",
+    "InvalidArgumentError",
+]

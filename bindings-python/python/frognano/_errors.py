@@ -1,0 +1,45 @@
+"""The exceptions FrogNano raises.
+
+Limit outcomes of a sandboxed run (timeout, memory, output, crash) are values of the returned
+report, not exceptions: a policy that writes an infinite loop has produced a result. Exceptions
+mean the call itself could not be made.
+"""
+
+
+class FrognanoError(Exception):
+    """Base class of every FrogNano error."""
+
+
+class SetupError(FrognanoError):
+    """A runtime asset could not be fetched, verified or prepared."""
+
+
+class SandboxFailure(FrognanoError):
+    """The WebAssembly runtime failed (not the code inside it)."""
+
+
+class RepoNotFoundError(FrognanoError, FileNotFoundError):
+    """The repository directory does not exist or cannot be read."""
+
+
+class ConfigError(FrognanoError):
+    """frognano.toml or the repository's metadata is malformed."""
+
+
+class RequirementsError(ConfigError):
+    """A test requirement has no pure-Python wheel."""
+
+
+class InvalidArgumentError(FrognanoError, ValueError):
+    """An argument (limit, image name, worker count) is invalid."""
+
+
+__all__ = [
+    "FrognanoError",
+    "SetupError",
+    "SandboxFailure",
+    "RepoNotFoundError",
+    "ConfigError",
+    "RequirementsError",
+    "InvalidArgumentError",
+]
