@@ -1,1 +1,947 @@
-//! C ABI for FrogNano (filled in by the bindings work).
+//! C ABI for FrogNano: run a Python repository's pytest suite inside a WebAssembly sandbox
+//! from C (or any language with a C FFI) and read the per-test report.
+//!
+//! The library is built as `libfrognano.so` / `libfrognano.a`; its header,
+//! `include/frognano.h`, is generated from this file by cbindgen (see `tests/header.rs`).
+//!
+//! # Conventions
+//!
+//! - **Handles.** `FrognanoSandbox`, `FrognanoReport` and `FrognanoError` are opaque. Each is
+//!   created by this library and released with its own `_free` function
+//!   (`frognano_sandbox_free`, `frognano_report_free`, `frognano_error_free`); every `_free`
+//!   accepts `NULL`. Strings returned as `char *` are owned by the caller and released with
+//!   `frognano_string_free`; strings returned as `const char *` are borrowed from the handle
+//!   they were read from and stay valid until that handle is freed.
+//! - **Errors.** Every fallible function returns `FrognanoError *`: `NULL` on success, else an
+//!   error object the caller must free. Results are written through out-parameters only on
+//!   success; on failure the out-parameters are left untouched.
+//! - **Robustness.** `NULL` where a value is required and strings that are not valid UTF-8 give
+//!   an error object (`FROGNANO_ERROR_CODE_NULL_POINTER`, `FROGNANO_ERROR_CODE_INVALID_UTF8`),
+//!   never a crash. A Rust panic never unwinds into C: it becomes an error object with
+//!   `FROGNANO_ERROR_CODE_PANIC` (or, for functions that cannot return an error, the documented
+//!   fallback value).
+//! - **Threads.** A `FrognanoSandbox` may be used from several threads at once. Reports and
+//!   errors are immutable once returned: reading one from several threads at once is safe,
+//!   freeing it while another thread still reads it is not.
+//!
+//! What the guest does (failing tests, timeouts, memory or output floods, interpreter crashes)
+//! is never an error: it is the report's `FrognanoRunOutcome`.
+
+use std::any::Any;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::ptr;
+
+use frognano_core::{Limits, RunOutcome, TestOutcome, TestReport};
+use frognano_sandbox::{ImageKind, Sandbox, SandboxError, SandboxOptions, TestRequest};
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/// What kind of error a `FrognanoError` is.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrognanoErrorCode {
+    /// Not an error: what `frognano_error_code` returns for a `NULL` error.
+    Ok = 0,
+    /// A runtime asset (CPython image, pytest wheels) is missing, could not be fetched or
+    /// failed verification.
+    Asset = 1,
+    /// The repository directory is missing or unusable.
+    Repo = 2,
+    /// The repository's `frognano.toml` or metadata is malformed.
+    Config = 3,
+    /// An option or limit is invalid (unknown image name, timeout of 0, ...).
+    InvalidOption = 4,
+    /// A test requirement of the repository could not be provided as a pure-Python wheel.
+    Requirements = 5,
+    /// The WebAssembly runtime failed to compile, instantiate or snapshot the interpreter.
+    Runtime = 6,
+    /// The run was cancelled.
+    Cancelled = 7,
+    /// A host I/O operation failed.
+    Io = 8,
+    /// A required pointer argument was `NULL`.
+    NullPointer = 9,
+    /// A string argument was not valid UTF-8.
+    InvalidUtf8 = 10,
+    /// The library panicked (a bug in FrogNano); the message says where.
+    Panic = 11,
+}
+
+/// An error: a code and a human-readable message.
+///
+/// Returned by every fallible function (`NULL` means success). Owned by the caller, who frees
+/// it with `frognano_error_free`. Immutable: it may be read from any thread.
+#[derive(Debug)]
+pub struct FrognanoError {
+    code: FrognanoErrorCode,
+    message: CString,
+}
+
+impl FrognanoError {
+    fn new(code: FrognanoErrorCode, message: impl AsRef<str>) -> Self {
+        FrognanoError {
+            code,
+            message: c_string(message.as_ref()),
+        }
+    }
+
+    fn null(what: &str) -> Self {
+        FrognanoError::new(
+            FrognanoErrorCode::NullPointer,
+            format!("{what} must not be NULL"),
+        )
+    }
+
+    fn from_panic(payload: &(dyn Any + Send)) -> Self {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("unknown panic payload");
+        FrognanoError::new(
+            FrognanoErrorCode::Panic,
+            format!("internal error (panic): {detail}"),
+        )
+    }
+
+    fn into_raw(self) -> *mut FrognanoError {
+        Box::into_raw(Box::new(self))
+    }
+}
+
+impl From<SandboxError> for FrognanoError {
+    fn from(err: SandboxError) -> Self {
+        let code = match &err {
+            SandboxError::Asset { .. } => FrognanoErrorCode::Asset,
+            SandboxError::Repo { .. } => FrognanoErrorCode::Repo,
+            SandboxError::Config { .. } => FrognanoErrorCode::Config,
+            SandboxError::InvalidOption(_) => FrognanoErrorCode::InvalidOption,
+            SandboxError::Requirements { .. } => FrognanoErrorCode::Requirements,
+            SandboxError::Runtime(_) => FrognanoErrorCode::Runtime,
+            SandboxError::Cancelled => FrognanoErrorCode::Cancelled,
+            SandboxError::Io { .. } => FrognanoErrorCode::Io,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+/// Returns the code of an error, or `FROGNANO_ERROR_CODE_OK` when `error` is `NULL`.
+///
+/// Thread safety: may be called from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_error_code(error: *const FrognanoError) -> FrognanoErrorCode {
+    guard_value(FrognanoErrorCode::Panic, || {
+        // SAFETY: the caller passes NULL or an error returned by this library and not yet freed.
+        match unsafe { error.as_ref() } {
+            Some(error) => error.code,
+            None => FrognanoErrorCode::Ok,
+        }
+    })
+}
+
+/// Returns the message of an error (UTF-8, never `NULL`; `"no error"` when `error` is `NULL`).
+///
+/// The string is borrowed from `error` and stays valid until `frognano_error_free(error)`;
+/// do not free it. Thread safety: may be called from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_error_message(error: *const FrognanoError) -> *const c_char {
+    const NO_ERROR: &CStr = c"no error";
+    const PANIC: &CStr = c"internal error (panic) while reading an error message";
+    guard_value(PANIC.as_ptr(), || {
+        // SAFETY: the caller passes NULL or an error returned by this library and not yet freed.
+        match unsafe { error.as_ref() } {
+            Some(error) => error.message.as_ptr(),
+            None => NO_ERROR.as_ptr(),
+        }
+    })
+}
+
+/// Frees an error returned by this library. `NULL` is accepted and ignored.
+///
+/// Strings borrowed from the error become invalid. Each error must be freed exactly once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_error_free(error: *mut FrognanoError) {
+    guard_value((), || {
+        if !error.is_null() {
+            // SAFETY: a non-NULL `error` was created by `Box::into_raw` in this library and the
+            // caller hands back its ownership exactly once.
+            drop(unsafe { Box::from_raw(error) });
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strings and general helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Frees a string returned as `char *` by this library (e.g. by `frognano_report_to_json`).
+/// `NULL` is accepted and ignored. Never pass a string from any other allocator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_string_free(string: *mut c_char) {
+    guard_value((), || {
+        if !string.is_null() {
+            // SAFETY: a non-NULL `string` was created by `CString::into_raw` in this library
+            // and the caller hands back its ownership exactly once.
+            drop(unsafe { CString::from_raw(string) });
+        }
+    });
+}
+
+/// Returns the library's version (e.g. `"0.1.0"`): a static string, never freed.
+#[unsafe(no_mangle)]
+pub extern "C" fn frognano_version() -> *const c_char {
+    const VERSION: &CStr = match CStr::from_bytes_with_nul(
+        concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+    ) {
+        Ok(version) => version,
+        Err(_) => c"unknown",
+    };
+    VERSION.as_ptr()
+}
+
+/// Makes a C string from Rust text; NUL bytes (which would end it early) become U+FFFD.
+fn c_string(text: &str) -> CString {
+    let text = if text.contains('\0') {
+        text.replace('\0', "\u{FFFD}")
+    } else {
+        text.to_owned()
+    };
+    CString::new(text).unwrap_or_default()
+}
+
+/// Runs the body of a fallible exported function: `Ok` becomes `NULL`, `Err` and panics become
+/// an owned error object.
+fn guard(body: impl FnOnce() -> Result<(), FrognanoError>) -> *mut FrognanoError {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => ptr::null_mut(),
+        Ok(Err(error)) => error.into_raw(),
+        Err(payload) => FrognanoError::from_panic(payload.as_ref()).into_raw(),
+    }
+}
+
+/// Runs the body of an infallible exported function; a panic gives `fallback`.
+fn guard_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
+/// Reads a required C string argument.
+///
+/// # Safety
+/// `ptr` is NULL or points to a NUL-terminated string that stays valid and unmodified for `'a`.
+unsafe fn str_arg<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, FrognanoError> {
+    if ptr.is_null() {
+        return Err(FrognanoError::null(what));
+    }
+    // SAFETY: non-NULL, and the caller guarantees a valid NUL-terminated string.
+    let text = unsafe { CStr::from_ptr(ptr) };
+    text.to_str().map_err(|e| {
+        FrognanoError::new(
+            FrognanoErrorCode::InvalidUtf8,
+            format!("{what} is not valid UTF-8: {e}"),
+        )
+    })
+}
+
+/// Checks that an out-parameter is not NULL.
+fn out_arg<T>(out: *mut T, what: &str) -> Result<(), FrognanoError> {
+    if out.is_null() {
+        Err(FrognanoError::null(what))
+    } else {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+// ---------------------------------------------------------------------------------------------
+
+/// Resource limits of one sandboxed run. A plain value: copy it, change fields, pass a pointer.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrognanoLimits {
+    /// Wall-clock seconds per run (positive and finite).
+    pub timeout_s: f64,
+    /// Linear-memory cap of the guest, in MiB (1 to 4096).
+    pub memory_mb: u64,
+    /// Cap on captured stdout plus stderr, in bytes (positive).
+    pub output_bytes: usize,
+}
+
+impl From<Limits> for FrognanoLimits {
+    fn from(limits: Limits) -> Self {
+        FrognanoLimits {
+            timeout_s: limits.timeout_s,
+            memory_mb: limits.memory_mb,
+            output_bytes: limits.output_bytes,
+        }
+    }
+}
+
+impl From<FrognanoLimits> for Limits {
+    fn from(limits: FrognanoLimits) -> Self {
+        Limits {
+            timeout_s: limits.timeout_s,
+            memory_mb: limits.memory_mb,
+            output_bytes: limits.output_bytes,
+        }
+    }
+}
+
+fn validate_limits(limits: Limits) -> Result<Limits, FrognanoError> {
+    limits
+        .validate()
+        .map_err(|e| FrognanoError::from(SandboxError::InvalidOption(e.to_string())))?;
+    Ok(limits)
+}
+
+/// Returns the default limits (120 s, 1024 MiB, 4 MiB of output).
+///
+/// Thread safety: may be called from any thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn frognano_limits_default() -> FrognanoLimits {
+    FrognanoLimits::from(Limits::default())
+}
+
+/// Checks limits without running anything: `NULL` when they are valid, else an error with
+/// `FROGNANO_ERROR_CODE_INVALID_OPTION` saying which field is wrong
+/// (`FROGNANO_ERROR_CODE_NULL_POINTER` when `limits` is `NULL`).
+///
+/// Thread safety: may be called from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_limits_validate(
+    limits: *const FrognanoLimits,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a pointer to a readable `FrognanoLimits`.
+        let limits = unsafe { limits.as_ref() }.ok_or_else(|| FrognanoError::null("limits"))?;
+        validate_limits(Limits::from(*limits)).map(drop)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sandbox
+// ---------------------------------------------------------------------------------------------
+
+/// A ready-to-run sandbox: the compiled (and snapshotted) CPython-for-WASI runtime.
+///
+/// Created by `frognano_sandbox_new` or `frognano_sandbox_new_with_progress`, freed with
+/// `frognano_sandbox_free`. Creating one is the expensive step (about 0.1 s once the runtime
+/// is cached, minutes the very first time on a machine); create it once and reuse it.
+/// Thread safety: any number of threads may call `frognano_sandbox_run_tests` on the same
+/// sandbox at once; it must not be freed while a call on it is in progress.
+#[derive(Debug)]
+pub struct FrognanoSandbox {
+    inner: Sandbox,
+}
+
+/// Receives a progress message during sandbox creation (fetching, verifying, compiling).
+///
+/// `message` is a UTF-8 string valid only during the call. `user_data` is the pointer given to
+/// `frognano_sandbox_new_with_progress`. The callback may be called from a thread other than
+/// the creating one, possibly concurrently, and only before the creating call returns. It must
+/// not unwind (C++ exceptions, `longjmp`) out of the call.
+pub type FrognanoProgressCallback =
+    Option<unsafe extern "C" fn(message: *const c_char, user_data: *mut c_void)>;
+
+/// A C progress callback with its user data.
+struct ProgressSink {
+    callback: unsafe extern "C" fn(*const c_char, *mut c_void),
+    user_data: *mut c_void,
+}
+
+// SAFETY: the documented contract of `FrognanoProgressCallback` requires the callback (and
+// what it does with `user_data`) to be callable from any thread, possibly concurrently.
+unsafe impl Sync for ProgressSink {}
+
+impl ProgressSink {
+    fn report(&self, message: &str) {
+        let message = c_string(message);
+        // SAFETY: the callback was supplied by the caller for exactly this use; `message` is a
+        // valid NUL-terminated string for the duration of the call.
+        unsafe { (self.callback)(message.as_ptr(), self.user_data) }
+    }
+}
+
+/// Creates a sandbox for the named image (`"python-3.15"`, the default, or `"python-3.12"`;
+/// `NULL` selects the default), preparing the runtime if needed. Progress is not reported; see
+/// `frognano_sandbox_new_with_progress`.
+///
+/// On success writes an owned handle to `*out` (free it with `frognano_sandbox_free`) and
+/// returns `NULL`. On failure returns an owned error and leaves `*out` untouched: e.g.
+/// `FROGNANO_ERROR_CODE_INVALID_OPTION` for an unknown image, `FROGNANO_ERROR_CODE_ASSET` when
+/// the runtime cannot be fetched. Thread safety: may be called from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_sandbox_new(
+    image: *const c_char,
+    out: *mut *mut FrognanoSandbox,
+) -> *mut FrognanoError {
+    // SAFETY: the arguments are forwarded unchanged under the same contract.
+    unsafe { frognano_sandbox_new_with_progress(image, None, ptr::null_mut(), out) }
+}
+
+/// Like `frognano_sandbox_new`, and calls `progress(message, user_data)` for each setup step
+/// (`progress` may be `NULL`). Setup steps only happen the first time on a machine; once the
+/// runtime is cached the callback is usually not called at all.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_sandbox_new_with_progress(
+    image: *const c_char,
+    progress: FrognanoProgressCallback,
+    user_data: *mut c_void,
+    out: *mut *mut FrognanoSandbox,
+) -> *mut FrognanoError {
+    guard(|| {
+        out_arg(out, "out")?;
+        let image = if image.is_null() {
+            ImageKind::default()
+        } else {
+            // SAFETY: non-NULL; the caller passes a valid NUL-terminated string.
+            ImageKind::parse(unsafe { str_arg(image, "image") }?)?
+        };
+        let options = SandboxOptions {
+            image,
+            ..SandboxOptions::default()
+        };
+        let sink = progress.map(|callback| ProgressSink {
+            callback,
+            user_data,
+        });
+        let inner = Sandbox::new(options, &|message: &str| {
+            if let Some(sink) = &sink {
+                sink.report(message);
+            }
+        })?;
+        let handle = Box::into_raw(Box::new(FrognanoSandbox { inner }));
+        // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+/// Frees a sandbox. `NULL` is accepted and ignored. No call on the sandbox may be in
+/// progress, and the handle must not be used afterwards. Reports obtained from it stay valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_sandbox_free(sandbox: *mut FrognanoSandbox) {
+    guard_value((), || {
+        if !sandbox.is_null() {
+            // SAFETY: a non-NULL `sandbox` was created by `Box::into_raw` in this library and
+            // the caller hands back its ownership exactly once, with no call in progress.
+            drop(unsafe { Box::from_raw(sandbox) });
+        }
+    });
+}
+
+/// Returns the name of the sandbox's image (e.g. `"python-3.15"`): a static string, never
+/// freed; `NULL` when `sandbox` is `NULL`. Thread safety: may be called from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_sandbox_image(sandbox: *const FrognanoSandbox) -> *const c_char {
+    guard_value(ptr::null(), || {
+        // SAFETY: the caller passes NULL or a live sandbox handle.
+        let Some(sandbox) = (unsafe { sandbox.as_ref() }) else {
+            return ptr::null();
+        };
+        match sandbox.inner.image() {
+            ImageKind::Python315 => c"python-3.15".as_ptr(),
+            ImageKind::Python312 => c"python-3.12".as_ptr(),
+        }
+    })
+}
+
+/// Runs the pytest suite of the repository at `repo_dir` (a UTF-8 path) on a fresh copy of it;
+/// the directory itself is not modified.
+///
+/// - `limits`: the run's limits, or `NULL` to take the repository's `frognano.toml` values and
+///   the defaults otherwise. Invalid limits give `FROGNANO_ERROR_CODE_INVALID_OPTION`.
+/// - `pytest_args`, `n_pytest_args`: extra pytest arguments (node ids, `-k EXPR`, ...), UTF-8
+///   strings, appended after the repository's own. `pytest_args` may be `NULL` when
+///   `n_pytest_args` is 0. The strings are only read during the call.
+///
+/// On success writes an owned report to `*out` (free it with `frognano_report_free`) and
+/// returns `NULL`. Failing tests, timeouts and memory or output floods are a successful call:
+/// read them from the report's outcome. On failure returns an owned error
+/// (`FROGNANO_ERROR_CODE_REPO` for a missing directory, `FROGNANO_ERROR_CODE_CONFIG`,
+/// `FROGNANO_ERROR_CODE_REQUIREMENTS`, ...) and leaves `*out` untouched.
+///
+/// Thread safety: several threads may run tests on the same sandbox at once; each call blocks
+/// its own thread until the run ends.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_sandbox_run_tests(
+    sandbox: *const FrognanoSandbox,
+    repo_dir: *const c_char,
+    limits: *const FrognanoLimits,
+    pytest_args: *const *const c_char,
+    n_pytest_args: usize,
+    out: *mut *mut FrognanoReport,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live sandbox handle.
+        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let repo_dir = unsafe { str_arg(repo_dir, "repo_dir") }?;
+        out_arg(out, "out")?;
+        // SAFETY: the caller passes NULL or a pointer to a readable `FrognanoLimits`.
+        let limits = match unsafe { limits.as_ref() } {
+            Some(limits) => Some(validate_limits(Limits::from(*limits))?),
+            None => None,
+        };
+        let args: &[*const c_char] = if n_pytest_args == 0 {
+            &[]
+        } else if pytest_args.is_null() {
+            return Err(FrognanoError::null("pytest_args"));
+        } else {
+            // SAFETY: non-NULL, and the caller guarantees `n_pytest_args` readable pointers.
+            unsafe { std::slice::from_raw_parts(pytest_args, n_pytest_args) }
+        };
+        let pytest_args = args
+            .iter()
+            .enumerate()
+            .map(|(i, &arg)| {
+                // SAFETY: each element is NULL or a valid NUL-terminated string.
+                unsafe { str_arg(arg, &format!("pytest_args[{i}]")) }.map(str::to_owned)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let request = TestRequest {
+            pytest_args,
+            limits,
+            cancel: None,
+        };
+        let report = sandbox.inner.run_tests(Path::new(repo_dir), &request)?;
+        let handle = Box::into_raw(Box::new(FrognanoReport::new(report)));
+        // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+// ---------------------------------------------------------------------------------------------
+
+/// How a whole sandboxed run ended.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrognanoRunOutcome {
+    /// Every selected test passed (or was skipped, xfailed or xpassed).
+    Passed = 0,
+    /// At least one test failed or errored.
+    Failed = 1,
+    /// The wall-clock limit ended the run.
+    Timeout = 2,
+    /// The guest asked for more memory than its cap.
+    MemoryExceeded = 3,
+    /// The guest wrote more output than its cap.
+    OutputExceeded = 4,
+    /// The guest trapped (e.g. stack exhaustion in C code) or the test runner itself failed.
+    Crashed = 5,
+    /// No test was collected.
+    NoTests = 6,
+}
+
+impl From<RunOutcome> for FrognanoRunOutcome {
+    fn from(outcome: RunOutcome) -> Self {
+        match outcome {
+            RunOutcome::Passed => FrognanoRunOutcome::Passed,
+            RunOutcome::Failed => FrognanoRunOutcome::Failed,
+            RunOutcome::Timeout => FrognanoRunOutcome::Timeout,
+            RunOutcome::MemoryExceeded => FrognanoRunOutcome::MemoryExceeded,
+            RunOutcome::OutputExceeded => FrognanoRunOutcome::OutputExceeded,
+            RunOutcome::Crashed => FrognanoRunOutcome::Crashed,
+            RunOutcome::NoTests => FrognanoRunOutcome::NoTests,
+        }
+    }
+}
+
+/// The outcome of one test, as pytest reports it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrognanoTestOutcome {
+    /// The test ran and passed.
+    Passed = 0,
+    /// An assertion or exception failed the test.
+    Failed = 1,
+    /// Setup or teardown failed, or the test could not be collected.
+    Error = 2,
+    /// The test was skipped.
+    Skipped = 3,
+    /// The test failed and was expected to (`xfail`).
+    Xfailed = 4,
+    /// The test passed but was expected to fail (non-strict `xfail`).
+    Xpassed = 5,
+}
+
+impl From<TestOutcome> for FrognanoTestOutcome {
+    fn from(outcome: TestOutcome) -> Self {
+        match outcome {
+            TestOutcome::Passed => FrognanoTestOutcome::Passed,
+            TestOutcome::Failed => FrognanoTestOutcome::Failed,
+            TestOutcome::Error => FrognanoTestOutcome::Error,
+            TestOutcome::Skipped => FrognanoTestOutcome::Skipped,
+            TestOutcome::Xfailed => FrognanoTestOutcome::Xfailed,
+            TestOutcome::Xpassed => FrognanoTestOutcome::Xpassed,
+        }
+    }
+}
+
+/// The structured result of one test run: outcome, counts, per-test records, captured output.
+///
+/// Returned by `frognano_sandbox_run_tests`, freed with `frognano_report_free`. Immutable:
+/// any number of threads may read it at once. Strings read from it are borrowed and stay valid
+/// until it is freed. Text from the guest is UTF-8; a NUL byte in it reads as U+FFFD in the
+/// borrowed strings (the JSON form keeps it as `\u0000`).
+#[derive(Debug)]
+pub struct FrognanoReport {
+    report: TestReport,
+    ids: Vec<CString>,
+    messages: Vec<Option<CString>>,
+    detail: Option<CString>,
+    stdout: CString,
+    stderr: CString,
+}
+
+impl FrognanoReport {
+    fn new(report: TestReport) -> Self {
+        FrognanoReport {
+            ids: report.tests.iter().map(|t| c_string(&t.id)).collect(),
+            messages: report
+                .tests
+                .iter()
+                .map(|t| t.message.as_deref().map(c_string))
+                .collect(),
+            detail: report.detail.as_deref().map(c_string),
+            stdout: c_string(&report.stdout),
+            stderr: c_string(&report.stderr),
+            report,
+        }
+    }
+}
+
+/// Reads a report argument of an accessor and applies `read`, or gives `fallback` when the
+/// report is NULL or the accessor panics.
+///
+/// # Safety
+/// `report` is NULL or a live report handle.
+unsafe fn read_report<T>(
+    report: *const FrognanoReport,
+    fallback: T,
+    read: impl FnOnce(&FrognanoReport) -> Option<T>,
+) -> T {
+    // SAFETY: the caller guarantees `report` is NULL or a live report handle.
+    let report = unsafe { report.as_ref() };
+    match catch_unwind(AssertUnwindSafe(|| report.and_then(read))) {
+        Ok(Some(value)) => value,
+        Ok(None) | Err(_) => fallback,
+    }
+}
+
+/// Returns how the run ended. A `NULL` report reads as `FROGNANO_RUN_OUTCOME_CRASHED`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_outcome(
+    report: *const FrognanoReport,
+) -> FrognanoRunOutcome {
+    // SAFETY: same contract as this function.
+    unsafe {
+        read_report(report, FrognanoRunOutcome::Crashed, |r| {
+            Some(r.report.outcome.into())
+        })
+    }
+}
+
+/// Returns the run outcome's name as in the JSON form (`"passed"`, `"failed"`, `"timeout"`,
+/// `"memory_exceeded"`, `"output_exceeded"`, `"crashed"`, `"no_tests"`): a static string,
+/// never freed; `NULL` when `report` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_outcome_name(
+    report: *const FrognanoReport,
+) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe {
+        read_report(report, ptr::null(), |r| {
+            Some(run_outcome_name(r.report.outcome).as_ptr())
+        })
+    }
+}
+
+fn run_outcome_name(outcome: RunOutcome) -> &'static CStr {
+    match outcome {
+        RunOutcome::Passed => c"passed",
+        RunOutcome::Failed => c"failed",
+        RunOutcome::Timeout => c"timeout",
+        RunOutcome::MemoryExceeded => c"memory_exceeded",
+        RunOutcome::OutputExceeded => c"output_exceeded",
+        RunOutcome::Crashed => c"crashed",
+        RunOutcome::NoTests => c"no_tests",
+    }
+}
+
+fn test_outcome_name(outcome: TestOutcome) -> &'static CStr {
+    match outcome {
+        TestOutcome::Passed => c"passed",
+        TestOutcome::Failed => c"failed",
+        TestOutcome::Error => c"error",
+        TestOutcome::Skipped => c"skipped",
+        TestOutcome::Xfailed => c"xfailed",
+        TestOutcome::Xpassed => c"xpassed",
+    }
+}
+
+/// Returns the number of passed tests (xpassed not included); 0 for a `NULL` report.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_passed(report: *const FrognanoReport) -> usize {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, 0, |r| Some(r.report.passed)) }
+}
+
+/// Returns the number of failed tests; 0 for a `NULL` report.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_failed(report: *const FrognanoReport) -> usize {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, 0, |r| Some(r.report.failed)) }
+}
+
+/// Returns the number of tests with setup, teardown or collection errors; 0 for a `NULL`
+/// report.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_errors(report: *const FrognanoReport) -> usize {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, 0, |r| Some(r.report.errors)) }
+}
+
+/// Returns the number of skipped tests; 0 for a `NULL` report.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_skipped(report: *const FrognanoReport) -> usize {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, 0, |r| Some(r.report.skipped)) }
+}
+
+/// Returns the number of expected failures (`xfail`); 0 for a `NULL` report.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_xfailed(report: *const FrognanoReport) -> usize {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, 0, |r| Some(r.report.xfailed)) }
+}
+
+/// Returns the number of unexpected passes (`xpass`); 0 for a `NULL` report.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_xpassed(report: *const FrognanoReport) -> usize {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, 0, |r| Some(r.report.xpassed)) }
+}
+
+/// Returns the wall-clock seconds of the run; NaN for a `NULL` report.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_duration_s(report: *const FrognanoReport) -> f64 {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, f64::NAN, |r| Some(r.report.duration_s)) }
+}
+
+/// Writes pytest's exit code to `*out` and returns true when the guest finished normally;
+/// returns false (leaving `*out` untouched) when a limit or crash ended the run, or when
+/// `report` or `out` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_exit_code(
+    report: *const FrognanoReport,
+    out: *mut i32,
+) -> bool {
+    // SAFETY: same contract as this function.
+    let code = unsafe { read_report(report, None, |r| Some(r.report.exit_code)) };
+    match code {
+        Some(code) if !out.is_null() => {
+            // SAFETY: non-NULL, and the caller guarantees `out` is writable.
+            unsafe { out.write(code) };
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Returns why a limit or crash ended the run (borrowed, valid until the report is freed), or
+/// `NULL` when there is no such explanation or `report` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_detail(report: *const FrognanoReport) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe {
+        read_report(report, ptr::null(), |r| {
+            r.detail.as_ref().map(|d| d.as_ptr())
+        })
+    }
+}
+
+/// Returns the guest's captured standard output (borrowed, valid until the report is freed;
+/// capped by the run's output limit); `NULL` when `report` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_stdout(report: *const FrognanoReport) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, ptr::null(), |r| Some(r.stdout.as_ptr())) }
+}
+
+/// Returns the guest's captured standard error (borrowed, valid until the report is freed;
+/// capped by the run's output limit); `NULL` when `report` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_stderr(report: *const FrognanoReport) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, ptr::null(), |r| Some(r.stderr.as_ptr())) }
+}
+
+/// Returns the number of per-test records (in the order the tests finished); 0 for a `NULL`
+/// report. Valid indices for the `frognano_report_test_*` functions are `0` to this minus 1.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_test_count(report: *const FrognanoReport) -> usize {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, 0, |r| Some(r.report.tests.len())) }
+}
+
+/// Returns the pytest node id of test `index` (e.g. `tests/test_x.py::test_y[1]`), borrowed
+/// and valid until the report is freed; `NULL` when `index` is out of range or `report` is
+/// `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_test_id(
+    report: *const FrognanoReport,
+    index: usize,
+) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe { read_report(report, ptr::null(), |r| Some(r.ids.get(index)?.as_ptr())) }
+}
+
+/// Returns the outcome of test `index`; `FROGNANO_TEST_OUTCOME_ERROR` when `index` is out of
+/// range or `report` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_test_outcome(
+    report: *const FrognanoReport,
+    index: usize,
+) -> FrognanoTestOutcome {
+    // SAFETY: same contract as this function.
+    unsafe {
+        read_report(report, FrognanoTestOutcome::Error, |r| {
+            Some(r.report.tests.get(index)?.outcome.into())
+        })
+    }
+}
+
+/// Returns the outcome name of test `index` as in the JSON form (`"passed"`, `"failed"`,
+/// `"error"`, `"skipped"`, `"xfailed"`, `"xpassed"`): a static string, never freed; `NULL`
+/// when `index` is out of range or `report` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_test_outcome_name(
+    report: *const FrognanoReport,
+    index: usize,
+) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe {
+        read_report(report, ptr::null(), |r| {
+            Some(test_outcome_name(r.report.tests.get(index)?.outcome).as_ptr())
+        })
+    }
+}
+
+/// Returns the seconds test `index` spent in setup, call and teardown; NaN when `index` is out
+/// of range or `report` is `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_test_duration_s(
+    report: *const FrognanoReport,
+    index: usize,
+) -> f64 {
+    // SAFETY: same contract as this function.
+    unsafe {
+        read_report(report, f64::NAN, |r| {
+            Some(r.report.tests.get(index)?.duration_s)
+        })
+    }
+}
+
+/// Returns the short failure text of test `index` (borrowed, valid until the report is freed),
+/// or `NULL` when the test has none (it did not fail), `index` is out of range or `report` is
+/// `NULL`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_test_message(
+    report: *const FrognanoReport,
+    index: usize,
+) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe {
+        read_report(report, ptr::null(), |r| {
+            Some(r.messages.get(index)?.as_ref()?.as_ptr())
+        })
+    }
+}
+
+/// Serialises the whole report as one JSON object (the format of `frognano test --json`:
+/// `outcome`, the counts, `duration_s`, `exit_code`, `detail`, `stdout`, `stderr` and `tests`,
+/// a list of `{id, outcome, duration_s, message?}`).
+///
+/// On success writes an owned UTF-8 string to `*out_json` (free it with
+/// `frognano_string_free`) and returns `NULL`; on failure returns an owned error and leaves
+/// `*out_json` untouched. Thread safety: may be called from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_to_json(
+    report: *const FrognanoReport,
+    out_json: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live report handle.
+        let report = unsafe { report.as_ref() }.ok_or_else(|| FrognanoError::null("report"))?;
+        out_arg(out_json, "out_json")?;
+        let json = serde_json::to_string(&report.report).map_err(|e| {
+            FrognanoError::new(
+                FrognanoErrorCode::Io,
+                format!("serialise report as JSON: {e}"),
+            )
+        })?;
+        // JSON escapes NUL as \u0000, so the text has no interior NUL to replace.
+        let json = c_string(&json).into_raw();
+        // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
+        // writable.
+        unsafe { out_json.write(json) };
+        Ok(())
+    })
+}
+
+/// Frees a report. `NULL` is accepted and ignored. Strings borrowed from it become invalid;
+/// no other thread may still be reading it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_report_free(report: *mut FrognanoReport) {
+    guard_value((), || {
+        if !report.is_null() {
+            // SAFETY: a non-NULL `report` was created by `Box::into_raw` in this library and
+            // the caller hands back its ownership exactly once.
+            drop(unsafe { Box::from_raw(report) });
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_an_error_object() {
+        let error = guard(|| panic!("boom"));
+        assert!(!error.is_null());
+        // SAFETY: `error` was just returned by `guard` and is freed once below.
+        unsafe {
+            assert_eq!(frognano_error_code(error), FrognanoErrorCode::Panic);
+            let message = CStr::from_ptr(frognano_error_message(error)).to_string_lossy();
+            assert!(message.contains("boom"), "{message}");
+            frognano_error_free(error);
+        }
+    }
+
+    #[test]
+    fn a_panic_in_an_accessor_gives_the_fallback() {
+        assert_eq!(guard_value(7, || panic!("boom")), 7);
+    }
+
+    #[test]
+    fn nul_bytes_do_not_truncate_strings() {
+        assert_eq!(c_string("a\0b").to_str().ok(), Some("a\u{FFFD}b"));
+    }
+
+    #[test]
+    fn version_matches_the_crate() {
+        // SAFETY: `frognano_version` returns a static NUL-terminated string.
+        let version = unsafe { CStr::from_ptr(frognano_version()) };
+        assert_eq!(version.to_str().ok(), Some(env!("CARGO_PKG_VERSION")));
+    }
+}
