@@ -256,19 +256,21 @@ fn progress_printer(progress: Option<Py<PyAny>>) -> impl Fn(&str) + Sync {
 
 #[pymethods]
 impl PySandbox {
-    /// Sandbox(image=None, workers=None, snapshot=True, progress=None)
+    /// Sandbox(image=None, workers=None, snapshot=True, progress=None, disk_mb=None)
     ///
     /// image: "python-3.15" (default) or "python-3.12". workers: sandboxes run at once by
     /// run_tests_many (default: CPU count). progress: callable receiving setup messages
-    /// (default: printed to stderr).
+    /// (default: printed to stderr). disk_mb: disk cap of one run (workspace plus /tmp;
+    /// default 2048).
     #[new]
-    #[pyo3(signature = (image=None, workers=None, snapshot=true, progress=None))]
+    #[pyo3(signature = (image=None, workers=None, snapshot=true, progress=None, disk_mb=None))]
     fn new(
         py: Python<'_>,
         image: Option<&str>,
         workers: Option<i64>,
         snapshot: bool,
         progress: Option<Py<PyAny>>,
+        disk_mb: Option<i64>,
     ) -> PyResult<Self> {
         let mut options = SandboxOptions {
             snapshot,
@@ -276,6 +278,12 @@ impl PySandbox {
         };
         if let Some(image) = image {
             options.image = ImageKind::parse(image).map_err(|e| to_py_err(py, e))?;
+        }
+        if let Some(disk_mb) = disk_mb {
+            options.disk_mb = u64::try_from(disk_mb)
+                .ok()
+                .filter(|d| *d > 0)
+                .ok_or_else(|| invalid(py, format!("disk_mb must be at least 1, got {disk_mb}")))?;
         }
         if let Some(workers) = workers {
             options.workers = usize::try_from(workers)
@@ -386,7 +394,7 @@ impl PySandbox {
 #[pyfunction]
 #[pyo3(signature = (image=None, progress=None))]
 fn setup(py: Python<'_>, image: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<()> {
-    PySandbox::new(py, image, None, true, progress).map(|_| ())
+    PySandbox::new(py, image, None, true, progress, None).map(|_| ())
 }
 
 /// The directory where FrogNano caches its runtime assets.

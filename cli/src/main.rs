@@ -85,6 +85,9 @@ struct TestArgs {
     /// Output cap in bytes (stdout and stderr each).
     #[arg(long)]
     output_bytes: Option<usize>,
+    /// Disk cap in MiB for the workspace plus /tmp (default 2048).
+    #[arg(long)]
+    disk_mb: Option<u64>,
     #[command(flatten)]
     image: ImageArgs,
     /// Arguments passed to pytest (after `--`).
@@ -230,7 +233,11 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
     if !args.repo.is_dir() {
         bail!("{}: not a directory", args.repo.display());
     }
-    let sandbox = open_sandbox(args.image.options()?, args.json)?;
+    let mut options = args.image.options()?;
+    if let Some(disk_mb) = args.disk_mb {
+        options.disk_mb = disk_mb;
+    }
+    let sandbox = open_sandbox(options, args.json)?;
     let prepared = sandbox.prepare_repo(&args.repo, &|msg| {
         if !args.json {
             eprintln!("  {msg}");

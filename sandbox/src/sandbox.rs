@@ -37,6 +37,7 @@ const DEVNULL_FILE: &str = ".devnull";
 const MAX_WASM_STACK: usize = 8 << 20;
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 const CANCEL_POLL: Duration = Duration::from_millis(20);
+const DISK_POLL: Duration = Duration::from_millis(300);
 /// Modules a test suite commonly imports lazily; importing them before the snapshot saves
 /// every run the cost.
 const PRELOAD_MODULES: &[&str] = &[
@@ -75,6 +76,9 @@ pub struct SandboxOptions {
     pub workers: usize,
     /// Use a memory snapshot with pytest pre-imported (only images that support it).
     pub snapshot: bool,
+    /// Disk cap of one run, in MiB: the workspace plus `/tmp`, repository included. A run that
+    /// writes past it ends as `output_exceeded`.
+    pub disk_mb: u64,
 }
 
 impl Default for SandboxOptions {
@@ -85,6 +89,7 @@ impl Default for SandboxOptions {
                 .map(|n| n.get())
                 .unwrap_or(2),
             snapshot: true,
+            disk_mb: 2048,
         }
     }
 }
@@ -192,6 +197,7 @@ pub struct Sandbox {
     snapshot: bool,
     runtime: tokio::runtime::Runtime,
     workers: usize,
+    disk_limit: u64,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -224,6 +230,11 @@ impl Sandbox {
     /// Prepares every asset (fetching, verifying, compiling and snapshotting as needed; each
     /// step is cached) and returns a sandbox ready to run.
     pub fn new(options: SandboxOptions, progress: Progress<'_>) -> Result<Self> {
+        if options.disk_mb == 0 {
+            return Err(SandboxError::InvalidOption(
+                "disk_mb must be at least 1".into(),
+            ));
+        }
         if options.workers == 0 {
             return Err(SandboxError::InvalidOption(
                 "workers must be at least 1".into(),
@@ -284,6 +295,7 @@ impl Sandbox {
             snapshot,
             runtime,
             workers: options.workers,
+            disk_limit: options.disk_mb.saturating_mul(1 << 20),
         };
         if !sandbox.snapshot {
             sandbox.compile_layer_bytecode(LayerAccess::PytestWritable, progress)?;
@@ -731,9 +743,22 @@ impl Sandbox {
                 tokio::time::sleep(CANCEL_POLL).await;
             }
         };
+        // Writes to files cannot be capped inside WASI, so the run's directories are measured
+        // a few times a second instead.
+        let disk_limit = self.disk_limit;
+        let disk_full = async {
+            loop {
+                tokio::time::sleep(DISK_POLL).await;
+                let used = disk_usage(mounts.tmp).saturating_add(disk_usage(mounts.work));
+                if used > disk_limit {
+                    break;
+                }
+            }
+        };
         let outcome = tokio::select! {
-            outcome = call => outcome,
+            outcome = call => Some(outcome),
             () = cancelled => return Err(SandboxError::Cancelled),
+            () = disk_full => None,
         };
         let duration = started.elapsed();
         let memory_refused = store.data().memory.refused;
@@ -751,15 +776,22 @@ impl Sandbox {
             duration,
         };
         match outcome {
-            Err(_elapsed) => {
+            None => {
+                run.limit = Some(RunOutcome::OutputExceeded);
+                run.detail = Some(format!(
+                    "disk cap of {} MiB reached (workspace and /tmp)",
+                    self.disk_limit >> 20
+                ));
+            }
+            Some(Err(_elapsed)) => {
                 run.limit = Some(RunOutcome::Timeout);
                 run.detail = Some(format!(
                     "wall-clock limit of {:.1} s reached",
                     limits.timeout_s
                 ));
             }
-            Ok(Ok(code)) => run.exit_code = Some(code),
-            Ok(Err(err)) => {
+            Some(Ok(Ok(code))) => run.exit_code = Some(code),
+            Some(Ok(Err(err))) => {
                 if let Some(exit) = err.downcast_ref::<I32Exit>() {
                     run.exit_code = Some(exit.0);
                 } else {
@@ -980,6 +1012,18 @@ fn load_or_compile(
     // Reload from disk so the module's memory image is mapped copy-on-write from the file.
     // SAFETY: as above; the file was just written by `serialize`.
     unsafe { Module::deserialize_file(engine, &path) }.map_err(SandboxError::runtime)
+}
+
+/// Apparent size in bytes of every file under `dir` (links not followed).
+fn disk_usage(dir: &Path) -> u64 {
+    walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .fold(0, u64::saturating_add)
 }
 
 /// Removes older artifacts of the same kind (they are hundreds of MB each).

@@ -306,3 +306,38 @@ fn a_cancelled_run_stops_promptly() {
     );
     assert_healthy();
 }
+
+#[test]
+fn disk_flood_hits_the_cap() {
+    let small_disk = frognano_sandbox::Sandbox::new(
+        frognano_sandbox::SandboxOptions {
+            disk_mb: 32,
+            ..Default::default()
+        },
+        &|_| {},
+    )
+    .expect("sandbox");
+    let repo = common::make_repo(&[(
+        "test_disk.py",
+        "def test_fill(tmp_path):\n    chunk = b'x' * (1 << 20)\n    with open('big.bin', 'wb') as out:\n        while True:\n            out.write(chunk)\n            out.flush()\n",
+    )]);
+    let started = Instant::now();
+    let report = small_disk
+        .run_tests(repo.path(), &request(60.0, 512, 1 << 20))
+        .expect("run");
+    assert_eq!(report.outcome, RunOutcome::OutputExceeded, "{report:?}");
+    assert!(
+        report
+            .detail
+            .as_deref()
+            .unwrap_or_default()
+            .contains("disk"),
+        "{report:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_healthy();
+}

@@ -62,6 +62,7 @@ class Sandbox:
         workers: Optional[int] = None,
         snapshot: bool = True,
         progress: Optional[Callable[[str], None]] = None,
+        disk_mb: Optional[int] = None,
     ) -> None: ...
     @property
     def image(self) -> str: ...
