@@ -16,6 +16,8 @@ echo "== cargo test"
 cargo test --workspace
 echo "== Python package: wheel into a fresh virtualenv, tests against the installed package"
 bash bindings-python/ci.sh
+echo "== C library: header check, example natively, under valgrind and with AddressSanitizer"
+bash bindings-c/ci.sh
 echo "== examples"
 "$bin/examples/run_tests" examples/repos/textkit | tail -1
 "$bin/frognano" test examples/repos/tinyparse

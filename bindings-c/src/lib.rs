@@ -67,7 +67,7 @@ pub enum FrognanoErrorCode {
     NullPointer = 9,
     /// A string argument was not valid UTF-8.
     InvalidUtf8 = 10,
-    /// The library panicked (a bug in FrogNano); the message says where.
+    /// The library panicked (a bug in FrogNano); the message carries the panic's text.
     Panic = 11,
 }
 
@@ -132,6 +132,10 @@ impl From<SandboxError> for FrognanoError {
 /// Returns the code of an error, or `FROGNANO_ERROR_CODE_OK` when `error` is `NULL`.
 ///
 /// Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `error` must be `NULL` or an error returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_error_code(error: *const FrognanoError) -> FrognanoErrorCode {
     guard_value(FrognanoErrorCode::Panic, || {
@@ -147,6 +151,10 @@ pub unsafe extern "C" fn frognano_error_code(error: *const FrognanoError) -> Fro
 ///
 /// The string is borrowed from `error` and stays valid until `frognano_error_free(error)`;
 /// do not free it. Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `error` must be `NULL` or an error returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_error_message(error: *const FrognanoError) -> *const c_char {
     const NO_ERROR: &CStr = c"no error";
@@ -163,6 +171,11 @@ pub unsafe extern "C" fn frognano_error_message(error: *const FrognanoError) -> 
 /// Frees an error returned by this library. `NULL` is accepted and ignored.
 ///
 /// Strings borrowed from the error become invalid. Each error must be freed exactly once.
+///
+/// # Safety
+///
+/// `error` must be `NULL` or an error returned by this library and not yet freed; it must not
+/// be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_error_free(error: *mut FrognanoError) {
     guard_value((), || {
@@ -180,6 +193,11 @@ pub unsafe extern "C" fn frognano_error_free(error: *mut FrognanoError) {
 
 /// Frees a string returned as `char *` by this library (e.g. by `frognano_report_to_json`).
 /// `NULL` is accepted and ignored. Never pass a string from any other allocator.
+///
+/// # Safety
+///
+/// `string` must be `NULL` or a string returned as `char *` by this library and not yet freed;
+/// it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_string_free(string: *mut c_char) {
     guard_value((), || {
@@ -194,12 +212,11 @@ pub unsafe extern "C" fn frognano_string_free(string: *mut c_char) {
 /// Returns the library's version (e.g. `"0.1.0"`): a static string, never freed.
 #[unsafe(no_mangle)]
 pub extern "C" fn frognano_version() -> *const c_char {
-    const VERSION: &CStr = match CStr::from_bytes_with_nul(
-        concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
-    ) {
-        Ok(version) => version,
-        Err(_) => c"unknown",
-    };
+    const VERSION: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(version) => version,
+            Err(_) => c"unknown",
+        };
     VERSION.as_ptr()
 }
 
@@ -311,6 +328,10 @@ pub extern "C" fn frognano_limits_default() -> FrognanoLimits {
 /// (`FROGNANO_ERROR_CODE_NULL_POINTER` when `limits` is `NULL`).
 ///
 /// Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `limits` must be `NULL` or point to a readable `FrognanoLimits`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_limits_validate(
     limits: *const FrognanoLimits,
@@ -374,6 +395,11 @@ impl ProgressSink {
 /// returns `NULL`. On failure returns an owned error and leaves `*out` untouched: e.g.
 /// `FROGNANO_ERROR_CODE_INVALID_OPTION` for an unknown image, `FROGNANO_ERROR_CODE_ASSET` when
 /// the runtime cannot be fetched. Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `image` must be `NULL` or a NUL-terminated string; `out` must be `NULL` or point to writable
+/// storage for a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_sandbox_new(
     image: *const c_char,
@@ -386,6 +412,11 @@ pub unsafe extern "C" fn frognano_sandbox_new(
 /// Like `frognano_sandbox_new`, and calls `progress(message, user_data)` for each setup step
 /// (`progress` may be `NULL`). Setup steps only happen the first time on a machine; once the
 /// runtime is cached the callback is usually not called at all.
+///
+/// # Safety
+///
+/// As for `frognano_sandbox_new`; in addition `progress` must be `NULL` or a function that may
+/// be called with `user_data` as `FrognanoProgressCallback` describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_sandbox_new_with_progress(
     image: *const c_char,
@@ -423,6 +454,11 @@ pub unsafe extern "C" fn frognano_sandbox_new_with_progress(
 
 /// Frees a sandbox. `NULL` is accepted and ignored. No call on the sandbox may be in
 /// progress, and the handle must not be used afterwards. Reports obtained from it stay valid.
+///
+/// # Safety
+///
+/// `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed, with no
+/// call on it in progress; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_sandbox_free(sandbox: *mut FrognanoSandbox) {
     guard_value((), || {
@@ -436,6 +472,10 @@ pub unsafe extern "C" fn frognano_sandbox_free(sandbox: *mut FrognanoSandbox) {
 
 /// Returns the name of the sandbox's image (e.g. `"python-3.15"`): a static string, never
 /// freed; `NULL` when `sandbox` is `NULL`. Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_sandbox_image(sandbox: *const FrognanoSandbox) -> *const c_char {
     guard_value(ptr::null(), || {
@@ -467,6 +507,14 @@ pub unsafe extern "C" fn frognano_sandbox_image(sandbox: *const FrognanoSandbox)
 ///
 /// Thread safety: several threads may run tests on the same sandbox at once; each call blocks
 /// its own thread until the run ends.
+///
+/// # Safety
+///
+/// `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed; `repo_dir`
+/// must be `NULL` or a NUL-terminated string; `limits` must be `NULL` or point to a readable
+/// `FrognanoLimits`; when `n_pytest_args` is not 0, `pytest_args` must be `NULL` or point to
+/// `n_pytest_args` readable pointers, each `NULL` or a NUL-terminated string; `out` must be
+/// `NULL` or point to writable storage for a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_sandbox_run_tests(
     sandbox: *const FrognanoSandbox,
@@ -637,6 +685,10 @@ unsafe fn read_report<T>(
 }
 
 /// Returns how the run ended. A `NULL` report reads as `FROGNANO_RUN_OUTCOME_CRASHED`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_outcome(
     report: *const FrognanoReport,
@@ -652,6 +704,10 @@ pub unsafe extern "C" fn frognano_report_outcome(
 /// Returns the run outcome's name as in the JSON form (`"passed"`, `"failed"`, `"timeout"`,
 /// `"memory_exceeded"`, `"output_exceeded"`, `"crashed"`, `"no_tests"`): a static string,
 /// never freed; `NULL` when `report` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_outcome_name(
     report: *const FrognanoReport,
@@ -688,6 +744,10 @@ fn test_outcome_name(outcome: TestOutcome) -> &'static CStr {
 }
 
 /// Returns the number of passed tests (xpassed not included); 0 for a `NULL` report.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_passed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
@@ -695,6 +755,10 @@ pub unsafe extern "C" fn frognano_report_passed(report: *const FrognanoReport) -
 }
 
 /// Returns the number of failed tests; 0 for a `NULL` report.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_failed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
@@ -703,6 +767,10 @@ pub unsafe extern "C" fn frognano_report_failed(report: *const FrognanoReport) -
 
 /// Returns the number of tests with setup, teardown or collection errors; 0 for a `NULL`
 /// report.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_errors(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
@@ -710,6 +778,10 @@ pub unsafe extern "C" fn frognano_report_errors(report: *const FrognanoReport) -
 }
 
 /// Returns the number of skipped tests; 0 for a `NULL` report.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_skipped(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
@@ -717,6 +789,10 @@ pub unsafe extern "C" fn frognano_report_skipped(report: *const FrognanoReport) 
 }
 
 /// Returns the number of expected failures (`xfail`); 0 for a `NULL` report.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_xfailed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
@@ -724,6 +800,10 @@ pub unsafe extern "C" fn frognano_report_xfailed(report: *const FrognanoReport) 
 }
 
 /// Returns the number of unexpected passes (`xpass`); 0 for a `NULL` report.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_xpassed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
@@ -731,6 +811,10 @@ pub unsafe extern "C" fn frognano_report_xpassed(report: *const FrognanoReport) 
 }
 
 /// Returns the wall-clock seconds of the run; NaN for a `NULL` report.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_duration_s(report: *const FrognanoReport) -> f64 {
     // SAFETY: same contract as this function.
@@ -740,6 +824,11 @@ pub unsafe extern "C" fn frognano_report_duration_s(report: *const FrognanoRepor
 /// Writes pytest's exit code to `*out` and returns true when the guest finished normally;
 /// returns false (leaving `*out` untouched) when a limit or crash ended the run, or when
 /// `report` or `out` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed. `out` must
+/// be `NULL` or point to a writable `int32_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_exit_code(
     report: *const FrognanoReport,
@@ -759,6 +848,10 @@ pub unsafe extern "C" fn frognano_report_exit_code(
 
 /// Returns why a limit or crash ended the run (borrowed, valid until the report is freed), or
 /// `NULL` when there is no such explanation or `report` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_detail(report: *const FrognanoReport) -> *const c_char {
     // SAFETY: same contract as this function.
@@ -771,6 +864,10 @@ pub unsafe extern "C" fn frognano_report_detail(report: *const FrognanoReport) -
 
 /// Returns the guest's captured standard output (borrowed, valid until the report is freed;
 /// capped by the run's output limit); `NULL` when `report` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_stdout(report: *const FrognanoReport) -> *const c_char {
     // SAFETY: same contract as this function.
@@ -779,6 +876,10 @@ pub unsafe extern "C" fn frognano_report_stdout(report: *const FrognanoReport) -
 
 /// Returns the guest's captured standard error (borrowed, valid until the report is freed;
 /// capped by the run's output limit); `NULL` when `report` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_stderr(report: *const FrognanoReport) -> *const c_char {
     // SAFETY: same contract as this function.
@@ -787,6 +888,10 @@ pub unsafe extern "C" fn frognano_report_stderr(report: *const FrognanoReport) -
 
 /// Returns the number of per-test records (in the order the tests finished); 0 for a `NULL`
 /// report. Valid indices for the `frognano_report_test_*` functions are `0` to this minus 1.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_test_count(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
@@ -796,6 +901,10 @@ pub unsafe extern "C" fn frognano_report_test_count(report: *const FrognanoRepor
 /// Returns the pytest node id of test `index` (e.g. `tests/test_x.py::test_y[1]`), borrowed
 /// and valid until the report is freed; `NULL` when `index` is out of range or `report` is
 /// `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_test_id(
     report: *const FrognanoReport,
@@ -807,6 +916,10 @@ pub unsafe extern "C" fn frognano_report_test_id(
 
 /// Returns the outcome of test `index`; `FROGNANO_TEST_OUTCOME_ERROR` when `index` is out of
 /// range or `report` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_test_outcome(
     report: *const FrognanoReport,
@@ -823,6 +936,10 @@ pub unsafe extern "C" fn frognano_report_test_outcome(
 /// Returns the outcome name of test `index` as in the JSON form (`"passed"`, `"failed"`,
 /// `"error"`, `"skipped"`, `"xfailed"`, `"xpassed"`): a static string, never freed; `NULL`
 /// when `index` is out of range or `report` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_test_outcome_name(
     report: *const FrognanoReport,
@@ -838,6 +955,10 @@ pub unsafe extern "C" fn frognano_report_test_outcome_name(
 
 /// Returns the seconds test `index` spent in setup, call and teardown; NaN when `index` is out
 /// of range or `report` is `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_test_duration_s(
     report: *const FrognanoReport,
@@ -854,6 +975,10 @@ pub unsafe extern "C" fn frognano_report_test_duration_s(
 /// Returns the short failure text of test `index` (borrowed, valid until the report is freed),
 /// or `NULL` when the test has none (it did not fail), `index` is out of range or `report` is
 /// `NULL`.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_test_message(
     report: *const FrognanoReport,
@@ -867,13 +992,20 @@ pub unsafe extern "C" fn frognano_report_test_message(
     }
 }
 
-/// Serialises the whole report as one JSON object (the format of `frognano test --json`:
-/// `outcome`, the counts, `duration_s`, `exit_code`, `detail`, `stdout`, `stderr` and `tests`,
-/// a list of `{id, outcome, duration_s, message?}`).
+/// Serialises the whole report as one JSON object: `outcome`, the counts (`passed`, `failed`,
+/// `errors`, `skipped`, `xfailed`, `xpassed`), `duration_s`, `exit_code` and `detail` (left
+/// out when absent), `stdout`, `stderr`, and `tests`, a list of
+/// `{id, outcome, duration_s, message?}` (the fields of `frognano test --json` plus the
+/// captured output).
 ///
 /// On success writes an owned UTF-8 string to `*out_json` (free it with
 /// `frognano_string_free`) and returns `NULL`; on failure returns an owned error and leaves
 /// `*out_json` untouched. Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed. `out_json`
+/// must be `NULL` or point to writable storage for a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_to_json(
     report: *const FrognanoReport,
@@ -900,6 +1032,11 @@ pub unsafe extern "C" fn frognano_report_to_json(
 
 /// Frees a report. `NULL` is accepted and ignored. Strings borrowed from it become invalid;
 /// no other thread may still be reading it.
+///
+/// # Safety
+///
+/// `report` must be `NULL` or a report returned by this library and not yet freed, that no
+/// other thread is reading; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_free(report: *mut FrognanoReport) {
     guard_value((), || {

@@ -1026,7 +1026,8 @@ fn disk_usage(dir: &Path) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-/// Removes older artifacts of the same kind (they are hundreds of MB each).
+/// Removes older artifacts of the same kind (they are hundreds of MB each): files named
+/// `{prefix}-{32 hex digits}.cwasm`, other than `keep`.
 fn remove_superseded(dir: &Path, prefix: &str, keep: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -1037,7 +1038,12 @@ fn remove_superseded(dir: &Path, prefix: &str, keep: &Path) {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default();
-        if path != keep && name.starts_with(&format!("{prefix}-")) && name.ends_with(".cwasm") {
+        let same_kind = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|rest| rest.strip_suffix(".cwasm"))
+            .is_some_and(|hash| hash.len() == 32 && hash.chars().all(|c| c.is_ascii_hexdigit()));
+        if path != keep && same_kind {
             // Best effort: another process may still map it, which Unix allows.
             let _ = fs::remove_file(&path);
         }

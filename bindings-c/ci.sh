@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# CI of the C bindings: builds libfrognano, checks that the committed header is current,
+# compiles the C example against the header with warnings as errors, and runs it natively,
+# under valgrind (memcheck) and with AddressSanitizer (+ LeakSanitizer).
+#
+# Run from the repository root:  bash bindings-c/ci.sh
+#
+# Needs gcc and valgrind (installed with apt-get when missing and possible). The runtime cache
+# (~/.cache/frognano, or $FROGNANO_CACHE) is prepared on first use like every other entry point.
+set -euo pipefail
+
+target="${CARGO_TARGET_DIR:-target}"
+lib_dir="$target/debug"
+work="$(mktemp -d "${TMPDIR:-/tmp}/frognano-c-ci.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+started=$SECONDS
+
+step() { printf '\n== %s\n' "$*"; }
+
+# Installs a Debian package when its command is missing (idempotent; a no-op when present).
+require() {
+    local command=$1 package=$2
+    command -v "$command" >/dev/null 2>&1 && return 0
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    if command -v apt-get >/dev/null 2>&1; then
+        "${sudo[@]}" apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "$package"
+    fi
+    command -v "$command" >/dev/null 2>&1 || { echo "$command is required" >&2; exit 1; }
+}
+
+# Runs a command that must exit with the given status.
+expect_status() {
+    local want=$1 status=0
+    shift
+    "$@" || status=$?
+    if [ "$status" -ne "$want" ]; then
+        echo "expected exit status $want, got $status: $*" >&2
+        exit 1
+    fi
+}
+
+require gcc gcc
+require valgrind valgrind
+
+step "cargo build -p frognano-c"
+cargo build -p frognano-c
+
+step "header is current (tests/header.rs; FROGNANO_UPDATE_HEADER=1 regenerates it)"
+cargo test -q -p frognano-c --test header
+
+# A repository whose second test aborts the interpreter: the guest executes a wasm `unreachable`
+# (ud2), which wasmtime catches with its SIGILL handler and reports as a crashed run. It checks
+# that wasmtime's signal handlers work under each tool. The example exits 1 for it.
+trap_repo="$work/trap-repo"
+mkdir -p "$trap_repo/tests"
+cat > "$trap_repo/tests/test_trap.py" <<'EOF'
+def test_first():
+    pass
+
+
+def test_abort():
+    import faulthandler
+
+    faulthandler._sigabrt()
+EOF
+
+# A deliberate leak (an error object never freed): each leak checker must report it, which
+# proves the checker is live rather than silently disabled.
+cat > "$work/leak.c" <<'EOF'
+#include <stdio.h>
+#include "frognano.h"
+int main(void) {
+    FrognanoSandbox *sandbox = NULL;
+    FrognanoError *error = frognano_sandbox_new("no-such-image", &sandbox);
+    printf("leaking error %d\n", (int)frognano_error_code(error));
+    return sandbox == NULL ? 0 : 1;
+}
+EOF
+
+cflags=(-Wall -Wextra -Werror -std=c11 -g -I bindings-c/include)
+libs=(-L"$lib_dir" -lfrognano)
+export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+step "gcc: examples/c/run_tests.c against libfrognano.so"
+gcc "${cflags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests"
+gcc "${cflags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak"
+
+step "run natively"
+"$work/run_tests" examples/repos/textkit | tail -n 3
+expect_status 1 "$work/run_tests" "$trap_repo" | grep -E '^(crashed|detail)'
+
+# valgrind -----------------------------------------------------------------------------------
+#
+# valgrind presents a virtual CPU without AVX-512, so wasmtime detects a different ISA, and
+# compiled modules are cached per ISA. The sandbox keeps one compiled module per image in its
+# cache (it deletes superseded ones), so valgrind runs get a cache of their own: every
+# directory of the main cache is shared through symlinks except `compiled/`. Otherwise each
+# valgrind run and each native run would evict the other's module.
+#
+# The image under valgrind is python-3.12: its module compiles once under valgrind in about a
+# minute, where building python-3.15's pytest snapshot takes more than half an hour. That
+# one-time compilation runs under `--tool=none` (no instrumentation, several times faster than
+# memcheck); later runs find it cached and the warm-up is one fast run. Another image can be
+# chosen with FROGNANO_VALGRIND_IMAGE, another cache with FROGNANO_VALGRIND_CACHE.
+#
+# Flags: wasmtime needs no special flag. Its large PROT_NONE reservations and signal-based
+# traps work under valgrind 3.19, and its code is loaded precompiled and never modified after,
+# so the default self-modifying-code checks suffice. valgrind prints two harmless notes:
+# "brk segment overflow" (malloc outgrew valgrind's fixed brk segment and continues with mmap)
+# and "unhandled amd64-linux syscall: 437" (openat2, unknown to valgrind 3.19; cap-std falls
+# back to openat when it returns ENOSYS). No suppressions are needed: memcheck reports no error
+# and no definite leak (a few bytes of thread-local bookkeeping of the runtime's threads show
+# as "possibly lost", which is not an error).
+main_cache="${FROGNANO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frognano}"
+vg_cache="${FROGNANO_VALGRIND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frognano-valgrind}"
+mkdir -p "$vg_cache/compiled"
+for entry in "$main_cache"/*; do
+    [ -e "$entry" ] || continue
+    name="$(basename "$entry")"
+    [ "$name" = compiled ] || ln -sfn "$entry" "$vg_cache/$name"
+done
+vg_env=(FROGNANO_CACHE="$vg_cache" FROGNANO_IMAGE="${FROGNANO_VALGRIND_IMAGE:-python-3.12}")
+memcheck=(valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+    --show-leak-kinds=definite)
+
+# memcheck WANT_STATUS LOG COMMAND...: runs COMMAND under memcheck with vg_env (its stdout
+# shown, valgrind's report in LOG) and prints the report's summary lines; prints the whole
+# report and fails when the exit status is not WANT_STATUS (99: an error or a definite leak).
+memcheck() {
+    local want=$1 log=$2 status=0
+    shift 2
+    env "${vg_env[@]}" "${memcheck[@]}" --log-file="$log" "$@" || status=$?
+    grep -h -E 'ERROR SUMMARY|definitely lost|All heap blocks were freed' "$log" \
+        | sed 's/^==[0-9]*== /valgrind: /'
+    if [ "$status" -ne "$want" ]; then
+        cat "$log" >&2
+        echo "expected exit status $want under memcheck, got $status" >&2
+        exit 1
+    fi
+}
+
+step "valgrind --tool=none warm-up (compiles the module for valgrind's CPU once; cached)"
+env "${vg_env[@]}" valgrind -q --tool=none "$work/run_tests" examples/repos/textkit 2>&1 \
+    | grep -E '^(setup: |image |[a-z_]+: [0-9]+ passed)'
+
+step "valgrind memcheck: examples/c/run_tests examples/repos/textkit"
+memcheck 0 "$work/vg-textkit.log" "$work/run_tests" examples/repos/textkit \
+    | grep -v -E '^(passed|frognano|json) '
+
+step "valgrind memcheck: a crashing guest (wasm trap through wasmtime's SIGILL handler)"
+memcheck 1 "$work/vg-trap.log" "$work/run_tests" "$trap_repo" \
+    | grep -E '^(crashed|detail|valgrind)'
+
+step "valgrind memcheck: the deliberate leak is reported"
+memcheck 99 "$work/vg-leak.log" "$work/leak"
+grep -q 'definitely lost: [1-9]' "$work/vg-leak.log"
+
+# AddressSanitizer ---------------------------------------------------------------------------
+#
+# Only the C code is instrumented; ASAN's allocator and LeakSanitizer still see every
+# allocation of the Rust library (it uses the system malloc). wasmtime installs its own
+# SIGSEGV/SIGBUS/SIGFPE/SIGILL handlers for traps after ASAN installed its SIGSEGV, SIGBUS and
+# SIGFPE handlers, and chains to them for faults outside wasm code:
+#   allow_user_segv_handler=1  lets wasmtime replace ASAN's handlers (so wasm traps work);
+#   handle_segv/handle_sigbus/handle_sigfpe=1  keep ASAN's reports for real host crashes,
+#       reached through wasmtime's chaining;
+#   detect_leaks=1  LeakSanitizer at exit (the default on x86-64 Linux, made explicit).
+#   exitcode=99  distinguishes a sanitizer report from the example's own exit statuses.
+asan_options=(detect_leaks=1 allow_user_segv_handler=1 handle_segv=1 handle_sigbus=1
+    handle_sigfpe=1 halt_on_error=1 exitcode=99)
+ASAN_OPTIONS="$(IFS=:; echo "${asan_options[*]}")"
+export ASAN_OPTIONS
+asan_flags=(-fsanitize=address -fno-omit-frame-pointer)
+
+step "AddressSanitizer: build"
+gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests_asan"
+gcc "${cflags[@]}" "${asan_flags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak_asan"
+
+step "AddressSanitizer: examples/c/run_tests examples/repos/textkit"
+"$work/run_tests_asan" examples/repos/textkit | tail -n 1
+
+step "AddressSanitizer: a crashing guest"
+expect_status 1 "$work/run_tests_asan" "$trap_repo" | grep -E '^(crashed|detail)'
+
+step "AddressSanitizer: the deliberate leak is reported"
+expect_status 99 "$work/leak_asan" 2>"$work/asan-leak.log" >/dev/null
+grep -E 'SUMMARY: AddressSanitizer' "$work/asan-leak.log"
+
+step "C bindings CI passed in $((SECONDS - started)) s"

@@ -1,0 +1,555 @@
+//! Calls the exported C functions through the rlib, as a C program would.
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use frognano::*;
+
+/// A sandbox shared by the tests of this binary (which run on several threads at once).
+struct Shared(*mut FrognanoSandbox);
+
+// SAFETY: `FrognanoSandbox` is documented as usable from several threads at once; the handle
+// is created once and never freed.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+fn shared_sandbox() -> *const FrognanoSandbox {
+    static SANDBOX: OnceLock<Shared> = OnceLock::new();
+    SANDBOX
+        .get_or_init(|| {
+            let mut sandbox = ptr::null_mut();
+            // SAFETY: `sandbox` is a valid out-pointer.
+            let error = unsafe { frognano_sandbox_new(ptr::null(), &mut sandbox) };
+            assert_ok(error);
+            assert!(!sandbox.is_null());
+            Shared(sandbox)
+        })
+        .0
+}
+
+fn textkit() -> CString {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/repos/textkit");
+    cstring(dir.to_str().expect("UTF-8 path"))
+}
+
+fn cstring(text: &str) -> CString {
+    CString::new(text).expect("no NUL")
+}
+
+/// Reads a borrowed C string; `None` for NULL.
+fn read(ptr: *const c_char) -> Option<String> {
+    if ptr.is_null() {
+        None
+    } else {
+        // SAFETY: the library returns NUL-terminated strings valid while their owner lives.
+        Some(
+            unsafe { CStr::from_ptr(ptr) }
+                .to_str()
+                .expect("UTF-8")
+                .to_owned(),
+        )
+    }
+}
+
+/// Takes an error object: its code and message, then frees it.
+fn take_error(error: *mut FrognanoError) -> (FrognanoErrorCode, String) {
+    assert!(!error.is_null(), "expected an error, got success");
+    // SAFETY: `error` is a live error returned by the library, freed exactly once here.
+    unsafe {
+        let code = frognano_error_code(error);
+        let message = read(frognano_error_message(error)).expect("message");
+        frognano_error_free(error);
+        (code, message)
+    }
+}
+
+fn assert_ok(error: *mut FrognanoError) {
+    if !error.is_null() {
+        let (code, message) = take_error(error);
+        panic!("unexpected error {code:?}: {message}");
+    }
+}
+
+/// Runs tests and returns the report or the error.
+fn run(
+    repo: &CStr,
+    limits: Option<&FrognanoLimits>,
+    args: &[&str],
+) -> Result<*mut FrognanoReport, (FrognanoErrorCode, String)> {
+    let args: Vec<CString> = args.iter().map(|a| cstring(a)).collect();
+    let argv: Vec<*const c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    let mut report = ptr::null_mut();
+    // SAFETY: every pointer is valid for the duration of the call.
+    let error = unsafe {
+        frognano_sandbox_run_tests(
+            shared_sandbox(),
+            repo.as_ptr(),
+            limits.map_or(ptr::null(), |l| l as *const _),
+            argv.as_ptr(),
+            argv.len(),
+            &mut report,
+        )
+    };
+    if error.is_null() {
+        assert!(!report.is_null());
+        Ok(report)
+    } else {
+        assert!(report.is_null(), "out-parameter written on failure");
+        Err(take_error(error))
+    }
+}
+
+/// A scratch repository under the system temporary directory, removed on drop.
+struct ScratchRepo(PathBuf);
+
+impl ScratchRepo {
+    fn new(name: &str, files: &[(&str, &str)]) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("frognano-c-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (path, text) in files {
+            let path = dir.join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        ScratchRepo(dir)
+    }
+
+    fn path(&self) -> CString {
+        cstring(self.0.to_str().expect("UTF-8 path"))
+    }
+}
+
+impl Drop for ScratchRepo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// Errors and arguments
+// -------------------------------------------------------------------------------------------
+
+#[test]
+fn null_error_reads_as_ok() {
+    // SAFETY: NULL is an accepted argument.
+    unsafe {
+        assert_eq!(frognano_error_code(ptr::null()), FrognanoErrorCode::Ok);
+        assert_eq!(
+            read(frognano_error_message(ptr::null())).as_deref(),
+            Some("no error")
+        );
+        frognano_error_free(ptr::null_mut());
+        frognano_string_free(ptr::null_mut());
+        frognano_report_free(ptr::null_mut());
+        frognano_sandbox_free(ptr::null_mut());
+    }
+}
+
+#[test]
+fn sandbox_new_rejects_null_out() {
+    // SAFETY: NULL arguments are reported as errors.
+    let error = unsafe { frognano_sandbox_new(ptr::null(), ptr::null_mut()) };
+    let (code, message) = take_error(error);
+    assert_eq!(code, FrognanoErrorCode::NullPointer);
+    assert!(message.contains("out"), "{message}");
+}
+
+#[test]
+fn sandbox_new_rejects_unknown_image_and_leaves_out_untouched() {
+    let sentinel = ptr::NonNull::<FrognanoSandbox>::dangling().as_ptr();
+    let mut out = sentinel;
+    let image = cstring("python-2.7");
+    // SAFETY: valid arguments.
+    let error = unsafe { frognano_sandbox_new(image.as_ptr(), &mut out) };
+    let (code, message) = take_error(error);
+    assert_eq!(code, FrognanoErrorCode::InvalidOption);
+    assert!(message.contains("unknown image"), "{message}");
+    assert_eq!(out, sentinel);
+}
+
+#[test]
+fn sandbox_new_rejects_invalid_utf8() {
+    let image = CString::new(vec![0xff, 0xfe]).expect("no NUL");
+    let mut out = ptr::null_mut();
+    // SAFETY: valid arguments.
+    let error = unsafe { frognano_sandbox_new(image.as_ptr(), &mut out) };
+    let (code, message) = take_error(error);
+    assert_eq!(code, FrognanoErrorCode::InvalidUtf8);
+    assert!(message.contains("image"), "{message}");
+    assert!(out.is_null());
+}
+
+#[test]
+fn limits_default_and_validation() {
+    let limits = frognano_limits_default();
+    assert_eq!(limits.timeout_s, 120.0);
+    assert_eq!(limits.memory_mb, 1024);
+    assert_eq!(limits.output_bytes, 4 << 20);
+    // SAFETY: valid pointers or NULL.
+    unsafe {
+        assert_ok(frognano_limits_validate(&limits));
+        let (code, _) = take_error(frognano_limits_validate(ptr::null()));
+        assert_eq!(code, FrognanoErrorCode::NullPointer);
+        for bad in [
+            FrognanoLimits {
+                timeout_s: 0.0,
+                ..limits
+            },
+            FrognanoLimits {
+                timeout_s: f64::NAN,
+                ..limits
+            },
+            FrognanoLimits {
+                memory_mb: 0,
+                ..limits
+            },
+            FrognanoLimits {
+                memory_mb: 5000,
+                ..limits
+            },
+            FrognanoLimits {
+                output_bytes: 0,
+                ..limits
+            },
+        ] {
+            let (code, message) = take_error(frognano_limits_validate(&bad));
+            assert_eq!(code, FrognanoErrorCode::InvalidOption, "{bad:?}");
+            assert!(message.starts_with("invalid option"), "{message}");
+        }
+    }
+}
+
+#[test]
+fn run_tests_rejects_null_arguments() {
+    let repo = textkit();
+    let mut report = ptr::null_mut();
+    // SAFETY: NULL arguments are reported as errors; the others are valid.
+    unsafe {
+        let error = frognano_sandbox_run_tests(
+            ptr::null(),
+            repo.as_ptr(),
+            ptr::null(),
+            ptr::null(),
+            0,
+            &mut report,
+        );
+        assert_eq!(take_error(error).0, FrognanoErrorCode::NullPointer);
+        let error = frognano_sandbox_run_tests(
+            shared_sandbox(),
+            ptr::null(),
+            ptr::null(),
+            ptr::null(),
+            0,
+            &mut report,
+        );
+        let (code, message) = take_error(error);
+        assert_eq!(code, FrognanoErrorCode::NullPointer);
+        assert!(message.contains("repo_dir"), "{message}");
+        let error = frognano_sandbox_run_tests(
+            shared_sandbox(),
+            repo.as_ptr(),
+            ptr::null(),
+            ptr::null(),
+            0,
+            ptr::null_mut(),
+        );
+        assert_eq!(take_error(error).0, FrognanoErrorCode::NullPointer);
+        let error = frognano_sandbox_run_tests(
+            shared_sandbox(),
+            repo.as_ptr(),
+            ptr::null(),
+            ptr::null(),
+            2,
+            &mut report,
+        );
+        let (code, message) = take_error(error);
+        assert_eq!(code, FrognanoErrorCode::NullPointer);
+        assert!(message.contains("pytest_args"), "{message}");
+        let argv = [c"-q".as_ptr(), ptr::null()];
+        let error = frognano_sandbox_run_tests(
+            shared_sandbox(),
+            repo.as_ptr(),
+            ptr::null(),
+            argv.as_ptr(),
+            argv.len(),
+            &mut report,
+        );
+        let (code, message) = take_error(error);
+        assert_eq!(code, FrognanoErrorCode::NullPointer);
+        assert!(message.contains("pytest_args[1]"), "{message}");
+        let bad = CString::new(vec![b'-', 0xc3]).expect("no NUL");
+        let argv = [bad.as_ptr()];
+        let error = frognano_sandbox_run_tests(
+            shared_sandbox(),
+            repo.as_ptr(),
+            ptr::null(),
+            argv.as_ptr(),
+            argv.len(),
+            &mut report,
+        );
+        let (code, message) = take_error(error);
+        assert_eq!(code, FrognanoErrorCode::InvalidUtf8);
+        assert!(message.contains("pytest_args[0]"), "{message}");
+    }
+    assert!(report.is_null());
+}
+
+#[test]
+fn missing_repo_is_a_repo_error() {
+    let missing = cstring("/nonexistent/frognano/repo");
+    let (code, message) = run(&missing, None, &[]).expect_err("missing repo");
+    assert_eq!(code, FrognanoErrorCode::Repo);
+    assert!(message.contains("/nonexistent/frognano/repo"), "{message}");
+    assert!(message.contains("not a directory"), "{message}");
+}
+
+#[test]
+fn invalid_limits_are_rejected_before_running() {
+    let limits = FrognanoLimits {
+        timeout_s: 0.0,
+        ..frognano_limits_default()
+    };
+    let (code, message) = run(&textkit(), Some(&limits), &[]).expect_err("timeout 0");
+    assert_eq!(code, FrognanoErrorCode::InvalidOption);
+    assert!(message.contains("timeout_s"), "{message}");
+}
+
+// -------------------------------------------------------------------------------------------
+// Runs and reports
+// -------------------------------------------------------------------------------------------
+
+#[test]
+fn textkit_passes_and_the_report_reads_back() {
+    let report = run(&textkit(), None, &[]).expect("run");
+    // SAFETY: `report` is live until freed at the end.
+    unsafe {
+        assert_eq!(frognano_report_outcome(report), FrognanoRunOutcome::Passed);
+        assert_eq!(
+            read(frognano_report_outcome_name(report)).as_deref(),
+            Some("passed")
+        );
+        let count = frognano_report_test_count(report);
+        assert!(count > 10, "{count}");
+        assert_eq!(frognano_report_passed(report), count);
+        assert_eq!(frognano_report_failed(report), 0);
+        assert_eq!(frognano_report_errors(report), 0);
+        assert_eq!(frognano_report_skipped(report), 0);
+        assert_eq!(frognano_report_xfailed(report), 0);
+        assert_eq!(frognano_report_xpassed(report), 0);
+        assert!(frognano_report_duration_s(report) > 0.0);
+        let mut exit_code = -1;
+        assert!(frognano_report_exit_code(report, &mut exit_code));
+        assert_eq!(exit_code, 0);
+        assert!(!frognano_report_exit_code(report, ptr::null_mut()));
+        assert!(frognano_report_detail(report).is_null());
+        assert!(read(frognano_report_stdout(report)).is_some());
+        assert!(read(frognano_report_stderr(report)).is_some());
+        for i in 0..count {
+            let id = read(frognano_report_test_id(report, i)).expect("id");
+            assert!(id.starts_with("tests/test_"), "{id}");
+            assert_eq!(
+                frognano_report_test_outcome(report, i),
+                FrognanoTestOutcome::Passed
+            );
+            assert_eq!(
+                read(frognano_report_test_outcome_name(report, i)).as_deref(),
+                Some("passed")
+            );
+            assert!(frognano_report_test_duration_s(report, i) >= 0.0);
+            assert!(frognano_report_test_message(report, i).is_null());
+        }
+        assert!(frognano_report_test_id(report, count).is_null());
+        assert!(frognano_report_test_outcome_name(report, count).is_null());
+        assert!(frognano_report_test_message(report, count).is_null());
+        assert!(frognano_report_test_duration_s(report, count).is_nan());
+        assert_eq!(
+            frognano_report_test_outcome(report, usize::MAX),
+            FrognanoTestOutcome::Error
+        );
+
+        let mut json = ptr::null_mut();
+        assert_ok(frognano_report_to_json(report, &mut json));
+        let text = read(json).expect("json");
+        frognano_string_free(json);
+        let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(value["outcome"], "passed");
+        assert_eq!(value["tests"].as_array().map(Vec::len), Some(count));
+        assert_eq!(value["passed"].as_u64(), u64::try_from(count).ok());
+
+        let (code, _) = take_error(frognano_report_to_json(report, ptr::null_mut()));
+        assert_eq!(code, FrognanoErrorCode::NullPointer);
+        let mut untouched = ptr::null_mut();
+        let (code, _) = take_error(frognano_report_to_json(ptr::null(), &mut untouched));
+        assert_eq!(code, FrognanoErrorCode::NullPointer);
+        assert!(untouched.is_null());
+
+        frognano_report_free(report);
+    }
+}
+
+#[test]
+fn null_report_accessors_give_fallbacks() {
+    let null = ptr::null();
+    // SAFETY: NULL is an accepted argument.
+    unsafe {
+        assert_eq!(frognano_report_outcome(null), FrognanoRunOutcome::Crashed);
+        assert!(frognano_report_outcome_name(null).is_null());
+        assert_eq!(frognano_report_passed(null), 0);
+        assert_eq!(frognano_report_test_count(null), 0);
+        assert!(frognano_report_duration_s(null).is_nan());
+        assert!(frognano_report_test_id(null, 0).is_null());
+        assert!(frognano_report_stdout(null).is_null());
+        assert!(frognano_sandbox_image(ptr::null()).is_null());
+    }
+}
+
+#[test]
+fn pytest_args_select_tests() {
+    let report = run(&textkit(), None, &["tests/test_slug.py"]).expect("run");
+    // SAFETY: `report` is live until freed at the end.
+    unsafe {
+        let count = frognano_report_test_count(report);
+        assert!(count > 0);
+        for i in 0..count {
+            let id = read(frognano_report_test_id(report, i)).expect("id");
+            assert!(id.starts_with("tests/test_slug.py::"), "{id}");
+        }
+        frognano_report_free(report);
+    }
+}
+
+#[test]
+fn failures_skips_and_xfails_are_reported() {
+    let repo = ScratchRepo::new(
+        "mixed",
+        &[(
+            "tests/test_mixed.py",
+            "import pytest\n\
+             def test_ok():\n    assert 1 + 1 == 2\n\
+             def test_bad():\n    assert 1 + 1 == 3, 'arithmetic is broken'\n\
+             @pytest.mark.skip(reason='not today')\n\
+             def test_skipped():\n    pass\n\
+             @pytest.mark.xfail\n\
+             def test_expected():\n    assert False\n",
+        )],
+    );
+    let report = run(&repo.path(), None, &[]).expect("run");
+    // SAFETY: `report` is live until freed at the end.
+    unsafe {
+        assert_eq!(frognano_report_outcome(report), FrognanoRunOutcome::Failed);
+        assert_eq!(frognano_report_passed(report), 1);
+        assert_eq!(frognano_report_failed(report), 1);
+        assert_eq!(frognano_report_skipped(report), 1);
+        assert_eq!(frognano_report_xfailed(report), 1);
+        let mut exit_code = 0;
+        assert!(frognano_report_exit_code(report, &mut exit_code));
+        assert_eq!(exit_code, 1);
+        let mut seen_failure = false;
+        for i in 0..frognano_report_test_count(report) {
+            let id = read(frognano_report_test_id(report, i)).expect("id");
+            if id.ends_with("::test_bad") {
+                seen_failure = true;
+                assert_eq!(
+                    frognano_report_test_outcome(report, i),
+                    FrognanoTestOutcome::Failed
+                );
+                let message = read(frognano_report_test_message(report, i)).expect("message");
+                assert!(message.contains("arithmetic is broken"), "{message}");
+            }
+        }
+        assert!(seen_failure);
+        frognano_report_free(report);
+    }
+}
+
+#[test]
+fn a_timeout_is_an_outcome_not_an_error() {
+    let repo = ScratchRepo::new(
+        "spin",
+        &[(
+            "tests/test_spin.py",
+            "def test_forever():\n    while True:\n        pass\n",
+        )],
+    );
+    let limits = FrognanoLimits {
+        timeout_s: 1.0,
+        ..frognano_limits_default()
+    };
+    let report = run(&repo.path(), Some(&limits), &[]).expect("run");
+    // SAFETY: `report` is live until freed at the end.
+    unsafe {
+        assert_eq!(frognano_report_outcome(report), FrognanoRunOutcome::Timeout);
+        let mut exit_code = 12345;
+        assert!(!frognano_report_exit_code(report, &mut exit_code));
+        assert_eq!(exit_code, 12345);
+        let detail = read(frognano_report_detail(report)).expect("detail");
+        assert!(!detail.is_empty());
+        frognano_report_free(report);
+    }
+}
+
+#[test]
+fn one_sandbox_runs_from_several_threads() {
+    let repo = textkit();
+    let counts: Vec<usize> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| {
+                    let report = run(&repo, None, &["tests/test_roman.py"]).expect("run");
+                    // SAFETY: `report` is live until freed here.
+                    unsafe {
+                        let count = frognano_report_passed(report);
+                        frognano_report_free(report);
+                        count
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    assert!(counts[0] > 0);
+    assert!(counts.iter().all(|&c| c == counts[0]), "{counts:?}");
+}
+
+#[test]
+fn own_sandbox_with_progress_is_created_and_freed() {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn progress(message: *const c_char, user_data: *mut c_void) {
+        assert!(!message.is_null());
+        assert_eq!(user_data as usize, 42);
+        CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut sandbox = ptr::null_mut();
+    let image = cstring("python-3.15");
+    // SAFETY: valid arguments; the callback is thread-safe.
+    unsafe {
+        assert_ok(frognano_sandbox_new_with_progress(
+            image.as_ptr(),
+            Some(progress),
+            42 as *mut c_void,
+            &mut sandbox,
+        ));
+        assert!(!sandbox.is_null());
+        assert_eq!(
+            read(frognano_sandbox_image(sandbox)).as_deref(),
+            Some("python-3.15")
+        );
+        frognano_sandbox_free(sandbox);
+    }
+}
+
+#[test]
+fn version_is_reported() {
+    assert_eq!(
+        read(frognano_version()).as_deref(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+}
