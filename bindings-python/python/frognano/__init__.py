@@ -17,29 +17,8 @@ import sys as _sys
 # The runtime assets are fetched with pip: use this interpreter's, so a virtualenv's pip works.
 _os.environ.setdefault("FROGNANO_HOST_PYTHON", _sys.executable)
 
-from ._errors import (  # noqa: E402
-    ConfigError,
-    FrognanoError,
-    InvalidArgumentError,
-    RepoNotFoundError,
-    RequirementsError,
-    SandboxFailure,
-    SetupError,
-)
+from . import _errors  # noqa: E402
+from ._errors import *  # noqa: E402,F401,F403  (the exception hierarchy)
 from ._frognano import Sandbox, TestReport, TestResult, __version__, cache_dir, setup  # noqa: E402
 
-__all__ = [
-    "Sandbox",
-    "TestReport",
-    "TestResult",
-    "setup",
-    "cache_dir",
-    "__version__",
-    "FrognanoError",
-    "SetupError",
-    "SandboxFailure",
-    "RepoNotFoundError",
-    "ConfigError",
-    "RequirementsError",
-    "InvalidArgumentError",
-]
+__all__ = ["Sandbox", "TestReport", "TestResult", "setup", "cache_dir", "__version__", *_errors.__all__]
