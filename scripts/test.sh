@@ -11,7 +11,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo build"
 cargo build --workspace --all-targets
 echo "== frognano setup (fetches, verifies, compiles and snapshots the runtime once; cached afterwards)"
-"$bin/frognano" setup
+"$bin/frognano" setup --all-images
 echo "== cargo test"
 cargo test --workspace
 echo "== Python package: wheel into a fresh virtualenv, tests against the installed package"
