@@ -245,11 +245,11 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
     })?;
     let limits =
         if args.timeout.is_some() || args.memory_mb.is_some() || args.output_bytes.is_some() {
-            let mut limits = Limits::default();
-            if let Some(t) = args.timeout.or(prepared.config.test.timeout) {
+            let mut limits = prepared.config.limits();
+            if let Some(t) = args.timeout {
                 limits.timeout_s = t;
             }
-            if let Some(m) = args.memory_mb.or(prepared.config.test.memory_mb) {
+            if let Some(m) = args.memory_mb {
                 limits.memory_mb = m;
             }
             if let Some(o) = args.output_bytes {
@@ -265,9 +265,7 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
         limits,
         cancel: None,
     };
-    let workspace = tempfile_dir()?;
-    frognano_sandbox::workspace::copy_repo(&args.repo, workspace.path())?;
-    let report = sandbox.run_tests_in_workspace(&prepared, workspace.path(), &request)?;
+    let report = sandbox.run_tests_prepared(&prepared, &request)?;
     if args.json {
         println!("{}", report_json(&report));
     } else {
@@ -410,10 +408,7 @@ fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
     };
     let run_sandbox = || -> anyhow::Result<(f64, TestReport)> {
         let started = Instant::now();
-        let workspace = tempfile_dir()?;
-        frognano_sandbox::workspace::copy_repo(&repo, workspace.path())?;
-        let report =
-            sandbox.run_tests_in_workspace(&prepared, workspace.path(), &TestRequest::default())?;
+        let report = sandbox.run_tests_prepared(&prepared, &TestRequest::default())?;
         Ok((started.elapsed().as_secs_f64(), report))
     };
     let (_, native_ok) = run_native()?;

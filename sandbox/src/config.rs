@@ -167,6 +167,20 @@ impl RepoConfig {
     }
 }
 
+impl RepoConfig {
+    /// The default limits with the repository's `timeout` and `memory-mb` applied.
+    pub fn limits(&self) -> frognano_core::Limits {
+        let mut limits = frognano_core::Limits::default();
+        if let Some(t) = self.test.timeout {
+            limits.timeout_s = t;
+        }
+        if let Some(m) = self.test.memory_mb {
+            limits.memory_mb = m;
+        }
+        limits
+    }
+}
+
 fn read_text(path: &Path) -> Result<String> {
     fs::read_to_string(path).map_err(SandboxError::io(format!("read {}", path.display())))
 }

@@ -418,7 +418,17 @@ impl Sandbox {
     /// modified.
     pub fn run_tests(&self, repo: &Path, request: &TestRequest) -> Result<TestReport> {
         let prepared = self.prepare_repo(repo, &|_| {})?;
-        self.runtime.block_on(self.run_prepared(&prepared, request))
+        self.run_tests_prepared(&prepared, request)
+    }
+
+    /// Runs a prepared repository's test suite on a fresh copy of it (see
+    /// [`Sandbox::prepare_repo`]); the user's directory is not modified.
+    pub fn run_tests_prepared(
+        &self,
+        prepared: &PreparedRepo,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
+        self.runtime.block_on(self.run_prepared(prepared, request))
     }
 
     /// Runs the tests of an existing workspace in place (for environments that manage their
@@ -437,10 +447,19 @@ impl Sandbox {
     /// are in job order.
     pub fn run_tests_many(&self, jobs: &[(PathBuf, TestRequest)]) -> Vec<Result<TestReport>> {
         // Preparation may run maintenance guests of its own, so it happens before the batch.
+        // A repository that appears in several jobs is prepared once.
+        let mut by_repo: std::collections::HashMap<&Path, PreparedRepo> =
+            std::collections::HashMap::new();
         let mut prepared = Vec::with_capacity(jobs.len());
         let mut results = Vec::with_capacity(jobs.len());
         for (repo, _) in jobs {
-            match self.prepare_repo(repo, &|_| {}) {
+            let ready = match by_repo.get(repo.as_path()) {
+                Some(ready) => Ok(ready.clone()),
+                None => self.prepare_repo(repo, &|_| {}).inspect(|ready| {
+                    by_repo.insert(repo, ready.clone());
+                }),
+            };
+            match ready {
                 Ok(ready) => {
                     prepared.push(Some(ready));
                     results.push(std::sync::Mutex::new(None));
@@ -596,16 +615,7 @@ impl Sandbox {
         request: &TestRequest,
     ) -> Result<TestReport> {
         let config = &prepared.config;
-        let limits = request.limits.unwrap_or_else(|| {
-            let mut limits = Limits::default();
-            if let Some(t) = config.test.timeout {
-                limits.timeout_s = t;
-            }
-            if let Some(m) = config.test.memory_mb {
-                limits.memory_mb = m;
-            }
-            limits
-        });
+        let limits = request.limits.unwrap_or_else(|| config.limits());
         limits
             .validate()
             .map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
@@ -645,17 +655,7 @@ impl Sandbox {
             .map_err(SandboxError::io("write dist-info"))?;
             sys_path.push(format!("{GUEST_TMP}/.frognano-site"));
         }
-        let mut args: Vec<String> = vec![
-            "-p".into(),
-            "no:cacheprovider".into(),
-            "-p".into(),
-            "no:faulthandler".into(),
-            "--capture=sys".into(),
-            "--color=no".into(),
-            "-o".into(),
-            format!("log_file={GUEST_TMP}/.pytest.log"),
-            format!("--basetemp={GUEST_TMP}/pytest"),
-        ];
+        let mut args = base_pytest_args();
         args.extend(config.test.args.iter().cloned());
         for ignore in &config.test.ignore {
             args.push(format!("--ignore={ignore}"));
@@ -736,10 +736,11 @@ impl Sandbox {
         let deadline = Duration::from_secs_f64(limits.timeout_s);
         let call = tokio::time::timeout(deadline, call_program(&self.pre, &mut store, program));
         let cancelled = async {
-            loop {
-                if cancel.is_some_and(|flag| flag.load(std::sync::atomic::Ordering::Relaxed)) {
-                    break;
-                }
+            let Some(flag) = cancel else {
+                // Nothing can cancel this run: no timer to wake.
+                return std::future::pending().await;
+            };
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                 tokio::time::sleep(CANCEL_POLL).await;
             }
         };
@@ -834,6 +835,22 @@ pub struct PreparedRepo {
 const RUN_PYTEST: &str = include_str!("guest/run_pytest.py");
 const SNAPSHOT_INIT: &str = include_str!("guest/snapshot_init.py");
 const COMPILE_BYTECODE: &str = include_str!("guest/compile_bytecode.py");
+
+/// pytest options every guest session needs: no cache or faulthandler plugins (no `os.dup`,
+/// nothing to keep between runs), `sys`-level capture, and log and temp paths in `/tmp`.
+fn base_pytest_args() -> Vec<String> {
+    vec![
+        "-p".into(),
+        "no:cacheprovider".into(),
+        "-p".into(),
+        "no:faulthandler".into(),
+        "--capture=sys".into(),
+        "--color=no".into(),
+        "-o".into(),
+        format!("log_file={GUEST_TMP}/.pytest.log"),
+        format!("--basetemp={GUEST_TMP}/pytest"),
+    ]
+}
 
 fn python_string_literal(text: &str) -> String {
     // JSON string syntax is valid Python string syntax for these contents.
@@ -1124,6 +1141,7 @@ async fn build_snapshot(
     };
     let stdout = MemoryOutputPipe::new(1 << 20);
     let stderr = MemoryOutputPipe::new(1 << 20);
+    let warmup_args = [vec!["-q".to_string()], base_pytest_args()].concat();
     let source_config = serde_json::json!({
         "layer": GUEST_PYTEST,
         "cwd": GUEST_WORK,
@@ -1131,8 +1149,7 @@ async fn build_snapshot(
         "preload": PRELOAD_MODULES,
         "plugin": layers::PLUGIN_MODULE,
         "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
-        "args": ["-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", "--capture=sys",
-                 "-o", format!("log_file={GUEST_TMP}/.pytest.log"), format!("--basetemp={GUEST_TMP}/pytest")],
+        "args": warmup_args,
     });
     let source = SNAPSHOT_INIT.replace(
         "__FROGNANO_CONFIG__",
