@@ -16,6 +16,54 @@ pub enum RepoSource {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content_hash: Option<String>,
     },
+    /// A `.zip` or `.tar.gz` archive of the repository (unpacked once into the cache).
+    Bundle {
+        /// The archive.
+        path: PathBuf,
+        /// Content hash of the unpacked tree.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content_hash: Option<String>,
+    },
+}
+
+impl RepoSource {
+    /// The directory or archive this source names.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            RepoSource::Path { path, .. } | RepoSource::Bundle { path, .. } => path,
+        }
+    }
+
+    /// The recorded content hash, when there is one.
+    pub fn content_hash(&self) -> Option<&str> {
+        match self {
+            RepoSource::Path { content_hash, .. } | RepoSource::Bundle { content_hash, .. } => {
+                content_hash.as_deref()
+            }
+        }
+    }
+
+    /// The same source with its path resolved against `base` when it is relative (task files
+    /// name repositories relative to themselves).
+    pub fn resolved_against(&self, base: &std::path::Path) -> RepoSource {
+        let resolve = |path: &PathBuf| {
+            if path.is_absolute() {
+                path.clone()
+            } else {
+                base.join(path)
+            }
+        };
+        match self {
+            RepoSource::Path { path, content_hash } => RepoSource::Path {
+                path: resolve(path),
+                content_hash: content_hash.clone(),
+            },
+            RepoSource::Bundle { path, content_hash } => RepoSource::Bundle {
+                path: resolve(path),
+                content_hash: content_hash.clone(),
+            },
+        }
+    }
 }
 
 /// Resource limits for sandboxed runs of a task or command.
@@ -75,8 +123,18 @@ pub struct Task {
     pub id: String,
     /// The clean repository.
     pub repo: RepoSource,
-    /// The bug, as a unified diff against the clean repository.
+    /// The bug, as a unified diff against the clean repository (empty when the repository is
+    /// already in its buggy state, as with imported SWE-bench records).
+    #[serde(default)]
     pub bug_patch: String,
+    /// A known fix, as a unified diff against the buggy state (SWE-bench's `patch`). When absent
+    /// the reverse of `bug_patch` is the fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gold_patch: Option<String>,
+    /// Tests added or changed by the fix (SWE-bench's `test_patch`): applied only when grading,
+    /// never shown to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_patch: Option<String>,
     /// What the agent is told.
     pub problem_statement: String,
     /// Tests that fail with the bug and must pass after the fix.
@@ -85,12 +143,79 @@ pub struct Task {
     /// Tests that pass with the bug and must keep passing.
     #[serde(default)]
     pub pass_to_pass: Vec<String>,
+    /// pytest arguments that select "all tests" for the agent's test runs (empty: the
+    /// repository's configured suite).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_args: Vec<String>,
     /// Limits for the task's test runs.
     #[serde(default)]
     pub limits: Limits,
     /// How the task was made, difficulty features, seed.
     #[serde(default)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Task {
+    /// Checks what can be checked without the repository: a usable id, at least one
+    /// FAIL_TO_PASS test, no test both FAIL_TO_PASS and PASS_TO_PASS, sane limits, and a bug or
+    /// a fix to work from.
+    pub fn validate(&self) -> Result<()> {
+        if self.id.trim().is_empty() {
+            return Err(Error::invalid("task", "field `id` must not be empty"));
+        }
+        if self.fail_to_pass.is_empty() {
+            return Err(Error::invalid(
+                "task",
+                format!(
+                    "task {}: field `fail_to_pass` must name at least one test",
+                    self.id
+                ),
+            ));
+        }
+        for (field, ids) in [
+            ("fail_to_pass", &self.fail_to_pass),
+            ("pass_to_pass", &self.pass_to_pass),
+        ] {
+            if let Some(bad) = ids
+                .iter()
+                .find(|t| t.trim().is_empty() || t.starts_with('-'))
+            {
+                return Err(Error::invalid(
+                    "task",
+                    format!(
+                        "task {}: field `{field}` holds {bad:?}, which is not a pytest test id",
+                        self.id
+                    ),
+                ));
+            }
+        }
+        if let Some(both) = self
+            .fail_to_pass
+            .iter()
+            .find(|t| self.pass_to_pass.contains(t))
+        {
+            return Err(Error::invalid(
+                "task",
+                format!(
+                    "task {}: test {both} is in both fail_to_pass and pass_to_pass",
+                    self.id
+                ),
+            ));
+        }
+        if self.bug_patch.trim().is_empty() && self.gold_patch.is_none() {
+            return Err(Error::invalid(
+                "task",
+                format!(
+                    "task {}: needs a `bug_patch` (or, for a repository already in its buggy \
+                     state, a `gold_patch`)",
+                    self.id
+                ),
+            ));
+        }
+        self.limits
+            .validate()
+            .map_err(|e| Error::invalid("task", format!("task {}: {e}", self.id)))
+    }
 }
 
 /// A structured tool call, in the shape of OpenAI function calling.
@@ -157,8 +282,17 @@ pub struct EpisodeOutcome {
     pub tool_errors: usize,
     /// Test runs the agent asked for.
     pub test_runs: usize,
+    /// The episode met a failing test run or a tool error (malformed action, failed tool call).
+    #[serde(default)]
+    pub met_failure: bool,
     /// The episode met a failing test run or a tool error and still ended resolved.
     pub recovered: bool,
+    /// The agent submitted (rather than running out of budget).
+    #[serde(default)]
+    pub submitted: bool,
+    /// The episode ended because a budget (steps, observation characters) ran out.
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 /// One turn of an episode's history, as a policy sees it.

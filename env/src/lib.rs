@@ -1,0 +1,44 @@
+//! The agent environment of FrogNano: bug-fix episodes over real repositories.
+//!
+//! `frognano-env` turns a [`frognano_core::Task`] (a clean repository, a bug as a diff, the tests
+//! that grade a fix) into an episode an RL agent acts in. [`RepoEnv`] materialises the buggy
+//! workspace from an in-memory copy of the repository, executes one tool call per step through a
+//! compact text grammar or JSON tool calls ([`protocol`]), keeps observations bounded, and on
+//! submit grades the final state by running the FAIL_TO_PASS and PASS_TO_PASS tests in a fresh
+//! WebAssembly sandbox, after restoring any test file the agent touched. [`EnvPool`] steps many
+//! environments in parallel and rolls out a [`frognano_core::Policy`] over a task set; every
+//! episode yields an [`EpisodeRecord`] usable as a training trajectory. [`taskset`] reads and
+//! writes JSONL task sets, also in SWE-bench's field names.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use frognano_core::Action;
+//! use frognano_env::{EnvConfig, RepoEnv, taskset};
+//! use frognano_sandbox::{Sandbox, SandboxOptions};
+//!
+//! let sandbox = Arc::new(Sandbox::new(SandboxOptions::default(), &|_| {})?);
+//! let tasks = taskset::load_tasks("examples/tasks/sample.jsonl".as_ref())?;
+//! let mut env = RepoEnv::new(sandbox, EnvConfig::default())?;
+//! let first = env.reset_task(&tasks[0])?;
+//! println!("{}", first.text);
+//! let step = env.step_action(&Action::Text { text: "test".into() })?;
+//! println!("{}", step.observation.text);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod env;
+mod error;
+pub mod patch;
+mod pool;
+pub mod protocol;
+pub mod repo;
+pub mod taskset;
+pub mod tools;
+
+pub use env::{
+    EnvConfig, EpisodeRecord, GradedTest, Grading, RepoEnv, StepRecord, TestRunSummary,
+    is_protected, repo_map, truncate_middle,
+};
+pub use error::{EnvError, Result};
+pub use pool::{EnvPool, EvalSummary, RolloutStats};
+pub use protocol::{ProtocolError, ToolRequest, parse_action};

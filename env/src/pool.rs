@@ -1,0 +1,305 @@
+//! [`EnvPool`]: many environments stepped in parallel with one batched call, and rollouts of a
+//! [`Policy`] over a task set.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use frognano_core::{Action, Observation, Policy, StepResult, Task};
+use frognano_sandbox::Sandbox;
+use serde::{Deserialize, Serialize};
+
+use crate::env::{EnvConfig, EpisodeRecord, RepoEnv};
+use crate::repo::RepoCache;
+use crate::{EnvError, Result};
+
+/// N environments sharing one sandbox and repository cache, stepped on worker threads.
+#[derive(Debug)]
+pub struct EnvPool {
+    envs: Vec<RepoEnv>,
+    workers: usize,
+}
+
+/// Runs `job` on each `(index, env, input)` on up to `workers` threads; results in input order.
+fn parallel<I: Sync, T: Send>(
+    envs: &mut [RepoEnv],
+    inputs: &[(usize, I)],
+    workers: usize,
+    job: impl Fn(&mut RepoEnv, &I) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    let mut slots: Vec<Option<&mut RepoEnv>> = envs.iter_mut().map(Some).collect();
+    let mut jobs = Vec::with_capacity(inputs.len());
+    for (index, input) in inputs {
+        match slots.get_mut(*index).and_then(Option::take) {
+            Some(env) => jobs.push(Mutex::new((Some(env), input, None))),
+            None => jobs.push(Mutex::new((
+                None,
+                input,
+                Some(Err(EnvError::InvalidOption(format!(
+                    "environment index {index} is out of range or given twice"
+                )))),
+            ))),
+        }
+    }
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..workers.clamp(1, jobs.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = jobs.get(i) else { break };
+                    let Ok(mut slot) = slot.lock() else { continue };
+                    let (env, input, result) = &mut *slot;
+                    if let Some(env) = env.as_deref_mut() {
+                        *result = Some(job(env, input));
+                    }
+                }
+            });
+        }
+    });
+    jobs.into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .ok()
+                .and_then(|(_, _, r)| r)
+                .unwrap_or_else(|| Err(EnvError::InvalidOption("a worker thread panicked".into())))
+        })
+        .collect()
+}
+
+impl EnvPool {
+    /// `n` environments over `sandbox`; `workers` threads step them (0: the sandbox's worker
+    /// count).
+    pub fn new(sandbox: Arc<Sandbox>, n: usize, workers: usize, config: EnvConfig) -> Result<Self> {
+        if n == 0 {
+            return Err(EnvError::InvalidOption(
+                "a pool needs at least one environment".into(),
+            ));
+        }
+        let workers = if workers == 0 {
+            sandbox.workers()
+        } else {
+            workers
+        };
+        let repos = Arc::new(RepoCache::new(sandbox));
+        let envs = (0..n)
+            .map(|_| RepoEnv::with_cache(repos.clone(), config))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(EnvPool { envs, workers })
+    }
+
+    /// Number of environments.
+    pub fn len(&self) -> usize {
+        self.envs.len()
+    }
+
+    /// Always false: a pool has at least one environment.
+    pub fn is_empty(&self) -> bool {
+        self.envs.is_empty()
+    }
+
+    /// The environments.
+    pub fn envs(&self) -> &[RepoEnv] {
+        &self.envs
+    }
+
+    /// One environment, mutably.
+    pub fn env_mut(&mut self, index: usize) -> Option<&mut RepoEnv> {
+        self.envs.get_mut(index)
+    }
+
+    /// Resets environment `i` to `tasks[i]` for every task given (at most [`EnvPool::len`]).
+    pub fn reset(&mut self, tasks: &[Task]) -> Vec<Result<Observation>> {
+        let inputs: Vec<(usize, &Task)> = tasks.iter().enumerate().collect();
+        self.reset_some(&inputs)
+    }
+
+    /// Resets the named environments.
+    pub fn reset_some(&mut self, tasks: &[(usize, &Task)]) -> Vec<Result<Observation>> {
+        parallel(&mut self.envs, tasks, self.workers, |env, task| {
+            env.reset_task(task)
+        })
+    }
+
+    /// Steps environment `i` with `actions[i]` for every action given.
+    pub fn step(&mut self, actions: &[Action]) -> Vec<Result<StepResult>> {
+        let inputs: Vec<(usize, &Action)> = actions.iter().enumerate().collect();
+        self.step_some(&inputs)
+    }
+
+    /// Steps the named environments.
+    pub fn step_some(&mut self, actions: &[(usize, &Action)]) -> Vec<Result<StepResult>> {
+        parallel(&mut self.envs, actions, self.workers, |env, action| {
+            env.step_action(action)
+        })
+    }
+
+    /// Runs `policy` on every task until each episode ends, keeping every environment busy, and
+    /// hands each finished episode's record to `on_episode` (in completion order). A task that
+    /// cannot be reset (bad patch, missing repository) is reported through `on_error` and
+    /// skipped.
+    pub fn rollout(
+        &mut self,
+        policy: &mut dyn Policy,
+        tasks: &[Task],
+        mut on_episode: impl FnMut(EpisodeRecord),
+        mut on_error: impl FnMut(&Task, EnvError),
+    ) -> Result<RolloutStats> {
+        let started = Instant::now();
+        let mut queue: VecDeque<usize> = (0..tasks.len()).collect();
+        let mut running: Vec<Option<usize>> = vec![None; self.envs.len()];
+        let mut stats = RolloutStats::default();
+        loop {
+            // Fill idle environments.
+            let mut starts = Vec::new();
+            for (env, slot) in running.iter_mut().enumerate() {
+                if slot.is_none()
+                    && let Some(t) = queue.pop_front()
+                {
+                    *slot = Some(t);
+                    starts.push((env, &tasks[t]));
+                }
+            }
+            if !starts.is_empty() {
+                let reset_started = Instant::now();
+                let results = self.reset_some(&starts);
+                stats.reset_s += reset_started.elapsed().as_secs_f64();
+                for ((env, task), result) in starts.iter().zip(results) {
+                    match result {
+                        Ok(_) => stats.resets += 1,
+                        Err(e) => {
+                            running[*env] = None;
+                            stats.failed_resets += 1;
+                            on_error(task, e);
+                        }
+                    }
+                }
+                if running.iter().all(Option::is_none) && !queue.is_empty() {
+                    continue;
+                }
+            }
+            let active: Vec<usize> = (0..running.len())
+                .filter(|&i| running[i].is_some())
+                .collect();
+            if active.is_empty() {
+                break;
+            }
+            let contexts: Vec<_> = active
+                .iter()
+                .filter_map(|&i| self.envs[i].context())
+                .collect();
+            let outputs = policy.act(&contexts)?;
+            if outputs.len() != active.len() {
+                return Err(EnvError::InvalidOption(format!(
+                    "the policy returned {} actions for {} contexts",
+                    outputs.len(),
+                    active.len()
+                )));
+            }
+            let inputs: Vec<(usize, &Action)> = active
+                .iter()
+                .zip(&outputs)
+                .map(|(&i, o)| (i, &o.action))
+                .collect();
+            let results = self.step_some(&inputs);
+            for ((&env, output), result) in active.iter().zip(&outputs).zip(results) {
+                stats.steps += 1;
+                let result = result?;
+                self.envs[env].annotate_last_step(output);
+                if result.terminated || result.truncated {
+                    if let Some(record) = self.envs[env].record() {
+                        stats.episodes += 1;
+                        if record.outcome.resolved {
+                            stats.resolved += 1;
+                        }
+                        on_episode(record);
+                    }
+                    running[env] = None;
+                }
+            }
+        }
+        stats.wall_s = started.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+}
+
+/// Counters of one rollout.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RolloutStats {
+    /// Episodes that ended.
+    pub episodes: usize,
+    /// Episodes that resolved their task.
+    pub resolved: usize,
+    /// Environment steps taken.
+    pub steps: usize,
+    /// Successful resets.
+    pub resets: usize,
+    /// Tasks that could not be reset.
+    pub failed_resets: usize,
+    /// Seconds spent in reset calls.
+    pub reset_s: f64,
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+}
+
+impl RolloutStats {
+    /// Environment steps per second of wall-clock time.
+    pub fn steps_per_s(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            self.steps as f64 / self.wall_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Aggregate metrics over episode records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    /// Episodes.
+    pub episodes: usize,
+    /// Episodes that resolved their task.
+    pub resolved: usize,
+    /// resolved / episodes.
+    pub resolved_rate: f64,
+    /// Episodes that met a failing test run or a tool error.
+    pub met_failure: usize,
+    /// Of those, the ones that still ended resolved.
+    pub recovered: usize,
+    /// recovered / met_failure (0 when no episode met a failure).
+    pub recovery_rate: f64,
+    /// Mean steps per episode.
+    pub mean_steps: f64,
+    /// Tool errors (malformed actions, failed tool calls) in all.
+    pub tool_errors: usize,
+    /// Test runs by the agents in all.
+    pub test_runs: usize,
+    /// Episodes cut short by a budget.
+    pub truncated: usize,
+}
+
+impl EvalSummary {
+    /// Summarises episode records.
+    pub fn of(records: &[EpisodeRecord]) -> Self {
+        let n = records.len();
+        let count = |f: &dyn Fn(&EpisodeRecord) -> bool| records.iter().filter(|r| f(r)).count();
+        let resolved = count(&|r| r.outcome.resolved);
+        let met_failure = count(&|r| r.outcome.met_failure);
+        let recovered = count(&|r| r.outcome.recovered);
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        EvalSummary {
+            episodes: n,
+            resolved,
+            resolved_rate: ratio(resolved, n),
+            met_failure,
+            recovered,
+            recovery_rate: ratio(recovered, met_failure),
+            mean_steps: ratio(records.iter().map(|r| r.outcome.steps).sum(), n),
+            tool_errors: records.iter().map(|r| r.outcome.tool_errors).sum(),
+            test_runs: records.iter().map(|r| r.outcome.test_runs).sum(),
+            truncated: count(&|r| r.outcome.truncated),
+        }
+    }
+}

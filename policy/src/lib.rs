@@ -1,0 +1,11 @@
+//! Policies for FrogNano agents.
+//!
+//! A [`frognano_core::Policy`] chooses the next action of many episodes at once. This crate holds
+//! the SDK's baselines for exercising the environment loop: [`OraclePolicy`] derives the fix
+//! from each task's bug and applies it through the tool protocol (it must resolve every valid
+//! task), [`NoopPolicy`] submits at once (it must resolve none), and [`RandomPolicy`] emits
+//! random, often malformed or hostile, actions for fuzzing the protocol and the sandbox.
+
+mod baselines;
+
+pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, edits_between};
