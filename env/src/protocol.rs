@@ -128,7 +128,8 @@ impl ToolRequest {
             ToolRequest::View { path, start, end } => match (start, end) {
                 (Some(s), Some(e)) => format!("view {} {s}-{e}", quote(path)),
                 (Some(s), None) => format!("view {} {s}-", quote(path)),
-                _ => format!("view {}", quote(path)),
+                (None, Some(e)) => format!("view {} -{e}", quote(path)),
+                (None, None) => format!("view {}", quote(path)),
             },
             ToolRequest::List { path } => match path {
                 Some(p) => format!("ls {}", quote(p)),
@@ -171,7 +172,8 @@ impl ToolRequest {
 }
 
 fn quote(s: &str) -> String {
-    if !s.is_empty() && !s.contains(|c: char| c.is_whitespace() || "'\"\\".contains(c)) {
+    let plain = |c: char| c.is_alphanumeric() || "_-./:[]=,+@%^".contains(c);
+    if !s.is_empty() && s.chars().all(plain) && !s.starts_with('-') {
         s.to_string()
     } else {
         shlex::try_quote(s).map_or_else(|_| s.to_string(), |q| q.into_owned())
