@@ -11,6 +11,8 @@ use frognano_core::{Limits, RunOutcome, TestReport};
 use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
+mod eval;
+
 /// Exit status when the command itself failed (bad arguments, setup errors).
 const EXIT_ERROR: u8 = 2;
 
@@ -35,6 +37,9 @@ enum Commands {
     /// 3 timeout, 4 memory cap reached, 5 no tests collected, 6 output cap reached,
     /// 7 the interpreter crashed.
     Test(TestArgs),
+    /// Run a policy on every task of a task set and summarise (resolved rate, error recovery,
+    /// steps, env steps/s); optionally write one episode record per line.
+    Eval(eval::EvalArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -100,6 +105,9 @@ enum BenchCommand {
     /// Run the same suite natively (`python3 -m pytest`) and in the sandbox, alternating, and
     /// print the medians and the ratio sandbox/native.
     Sandbox(BenchSandboxArgs),
+    /// Reset latency (vs copying the repository from disk), batched tool steps per second with
+    /// an EnvPool (1 worker vs all), and whole oracle episodes.
+    Env(eval::BenchEnvArgs),
 }
 
 #[derive(Args, Debug)]
@@ -122,7 +130,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Commands::Setup(args) => setup(&args),
         Commands::Test(args) => test(&args),
+        Commands::Eval(args) => eval::eval(&args),
         Commands::Bench(BenchCommand::Sandbox(args)) => bench_sandbox(&args),
+        Commands::Bench(BenchCommand::Env(args)) => eval::bench_env(&args),
     };
     match result {
         Ok(code) => code,
@@ -377,6 +387,17 @@ fn default_repo() -> anyhow::Result<PathBuf> {
         .into_iter()
         .find(|p| p.is_dir())
         .context("the bundled sample repository was not found; pass --repo DIR")
+}
+
+fn default_tasks() -> anyhow::Result<PathBuf> {
+    let candidates = [
+        PathBuf::from("examples/tasks/sample.jsonl"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/sample.jsonl"),
+    ];
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .context("the bundled sample tasks were not found; pass --tasks FILE")
 }
 
 fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {

@@ -209,7 +209,9 @@ struct Episode {
     bug_files: BTreeSet<String>,
     workspace: Workspace,
     // Dropped after `workspace`, which holds a handle into it.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    /// What was written into the workspace at reset, to reuse it at the next reset.
+    manifest: repo::Manifest,
     initial: Observation,
     history: Vec<Turn>,
     steps: Vec<StepRecord>,
@@ -284,11 +286,32 @@ impl RepoEnv {
             })?
             .into_iter()
             .collect();
-        let dir = tempfile::Builder::new()
-            .prefix("frognano-env-")
-            .tempdir()
-            .map_err(EnvError::io("create workspace"))?;
-        repo::materialise(&buggy, dir.path())?;
+        // The previous episode's workspace is reused: only what differs is rewritten.
+        let reused = self.episode.take().and_then(|prev| {
+            let Episode {
+                workspace,
+                dir,
+                manifest,
+                buggy: previous,
+                ..
+            } = prev;
+            let dirty = workspace.written().clone();
+            drop(workspace);
+            repo::sync(dir.path(), &manifest, &previous, &buggy, &dirty)
+                .ok()
+                .map(|manifest| (dir, manifest))
+        });
+        let (dir, manifest) = match reused {
+            Some(ready) => ready,
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("frognano-env-")
+                    .tempdir()
+                    .map_err(EnvError::io("create workspace"))?;
+                let manifest = repo::materialise_tracked(&buggy, dir.path())?;
+                (dir, manifest)
+            }
+        };
         let workspace = Workspace::open(dir.path(), self.config.tool_limits())?;
         let initial = Observation {
             text: self.initial_text(task, &buggy),
@@ -301,7 +324,8 @@ impl RepoEnv {
             buggy,
             bug_files,
             workspace,
-            _dir: dir,
+            dir,
+            manifest,
             initial: initial.clone(),
             history: Vec::new(),
             steps: Vec::new(),

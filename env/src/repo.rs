@@ -75,6 +75,112 @@ pub fn read_tree(root: &Path) -> Result<FileTree> {
     Ok(files)
 }
 
+/// Size and modification time of every file written into a workspace, to tell later whether
+/// anything else changed it.
+pub type Manifest = HashMap<String, (u64, Option<std::time::SystemTime>)>;
+
+fn stamp(path: &Path) -> Option<(u64, Option<std::time::SystemTime>)> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()))
+}
+
+fn write_file(dest: &Path, path: &str, data: &[u8], manifest: &mut Manifest) -> Result<()> {
+    let full = dest.join(path);
+    if let Some(parent) = full.parent() {
+        fs::create_dir_all(parent).map_err(EnvError::io(format!("create {}", parent.display())))?;
+    }
+    fs::write(&full, data).map_err(EnvError::io(format!("write {path}")))?;
+    if let Some(s) = stamp(&full) {
+        manifest.insert(path.to_string(), s);
+    }
+    Ok(())
+}
+
+/// Turns a workspace that held `previous` (as recorded in `manifest`, with the tools having
+/// written `dirty`) into `next`, rewriting only what differs: files whose expected contents
+/// change, files the tools wrote, files whose size or modification time no longer match the
+/// manifest, files and directories that should not be there. Much cheaper than writing a whole
+/// tree when consecutive episodes share a repository. Returns the new manifest.
+pub fn sync(
+    dest: &Path,
+    manifest: &Manifest,
+    previous: &FileTree,
+    next: &FileTree,
+    dirty: &std::collections::BTreeSet<String>,
+) -> Result<Manifest> {
+    let mut needed_dirs = std::collections::HashSet::new();
+    for path in next.keys() {
+        let mut rest = path.as_str();
+        while let Some((dir, _)) = rest.rsplit_once('/') {
+            if !needed_dirs.insert(dir.to_string()) {
+                break;
+            }
+            rest = dir;
+        }
+    }
+    let mut fresh = Manifest::new();
+    let mut present = std::collections::HashSet::new();
+    let mut walker = walkdir::WalkDir::new(dest)
+        .min_depth(1)
+        .follow_links(false)
+        .into_iter();
+    while let Some(entry) = walker.next() {
+        let entry = entry.map_err(|e| EnvError::Repo {
+            path: dest.to_path_buf(),
+            message: format!("cannot read workspace: {e}"),
+        })?;
+        let Some(rel) = entry
+            .path()
+            .strip_prefix(dest)
+            .ok()
+            .and_then(|r| r.to_str())
+            .map(|r| r.replace('\\', "/"))
+        else {
+            let _ = fs::remove_file(entry.path());
+            continue;
+        };
+        if entry.file_type().is_dir() {
+            if !needed_dirs.contains(&rel) {
+                fs::remove_dir_all(entry.path()).map_err(EnvError::io(format!("remove {rel}")))?;
+                walker.skip_current_dir();
+            }
+            continue;
+        }
+        let unchanged = entry.file_type().is_file()
+            && !dirty.contains(&rel)
+            && manifest
+                .get(&rel)
+                .is_some_and(|m| Some(*m) == stamp(entry.path()))
+            && match (previous.get(&rel), next.get(&rel)) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                _ => false,
+            };
+        if unchanged {
+            if let Some(m) = manifest.get(&rel) {
+                fresh.insert(rel.clone(), *m);
+            }
+            present.insert(rel);
+            continue;
+        }
+        fs::remove_file(entry.path()).map_err(EnvError::io(format!("remove {rel}")))?;
+    }
+    for (path, data) in next {
+        if !present.contains(path) {
+            write_file(dest, path, data, &mut fresh)?;
+        }
+    }
+    Ok(fresh)
+}
+
+/// Writes a tree into an empty directory and returns its manifest.
+pub fn materialise_tracked(files: &FileTree, dest: &Path) -> Result<Manifest> {
+    let mut manifest = Manifest::new();
+    for (path, data) in files {
+        write_file(dest, path, data, &mut manifest)?;
+    }
+    Ok(manifest)
+}
+
 /// Writes a tree into an empty directory.
 pub fn materialise(files: &FileTree, dest: &Path) -> Result<()> {
     let mut made: std::collections::HashSet<&str> = std::collections::HashSet::new();
@@ -281,5 +387,40 @@ mod tests {
         let dest = tempfile::tempdir().expect("tmp");
         materialise(&tree, dest.path()).expect("write");
         assert_eq!(read_tree(dest.path()).expect("read"), tree);
+    }
+
+    #[test]
+    fn sync_rewrites_only_what_changed_and_removes_strays() {
+        let tree = |files: &[(&str, &str)]| -> FileTree {
+            files
+                .iter()
+                .map(|(p, c)| (p.to_string(), Arc::new(c.as_bytes().to_vec())))
+                .collect()
+        };
+        let first = tree(&[("a/x.py", "1"), ("a/y.py", "2"), ("b.py", "3")]);
+        let dest = tempfile::tempdir().expect("tmp");
+        let manifest = materialise_tracked(&first, dest.path()).expect("write");
+        // The agent edits a file (tracked), something else edits another (untracked), and
+        // strays appear.
+        fs::write(dest.path().join("a/x.py"), "edited").expect("write");
+        fs::write(dest.path().join("b.py"), "changed behind our back").expect("write");
+        fs::create_dir_all(dest.path().join("junk/deep")).expect("mkdir");
+        fs::write(dest.path().join("junk/deep/z"), "z").expect("write");
+        fs::write(dest.path().join("a/new.py"), "n").expect("write");
+        let next = tree(&[
+            ("a/x.py", "1"),
+            ("a/y.py", "2"),
+            ("b.py", "3"),
+            ("c/d.py", "4"),
+        ]);
+        let dirty = ["a/x.py".to_string()].into_iter().collect();
+        let manifest = sync(dest.path(), &manifest, &first, &next, &dirty).expect("sync");
+        assert_eq!(read_tree(dest.path()).expect("read"), next);
+        assert!(!dest.path().join("junk").exists());
+        assert_eq!(manifest.len(), next.len());
+        let last = tree(&[("b.py", "3")]);
+        sync(dest.path(), &manifest, &next, &last, &Default::default()).expect("sync");
+        assert_eq!(read_tree(dest.path()).expect("read"), last);
+        assert!(!dest.path().join("a").exists());
     }
 }

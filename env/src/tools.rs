@@ -79,6 +79,7 @@ pub struct Workspace {
     root: PathBuf,
     dir: Dir,
     undo: Vec<UndoEntry>,
+    written: std::collections::BTreeSet<String>,
     limits: ToolLimits,
 }
 
@@ -94,8 +95,14 @@ impl Workspace {
             root: root.to_path_buf(),
             dir,
             undo: Vec::new(),
+            written: std::collections::BTreeSet::new(),
             limits,
         })
+    }
+
+    /// Every path the tools wrote, created or removed since the workspace was opened.
+    pub fn written(&self) -> &std::collections::BTreeSet<String> {
+        &self.written
     }
 
     /// The host directory.
@@ -430,6 +437,7 @@ impl Workspace {
         {
             return Some(self.io_error(parent, e));
         }
+        self.written.insert(path.to_string());
         if let Err(e) = self.dir.write(path, content) {
             return Some(self.io_error(path, e));
         }
@@ -594,6 +602,7 @@ impl Workspace {
         let Some(entry) = self.undo.pop() else {
             return ToolOutput::error("Nothing to undo.");
         };
+        self.written.insert(entry.path.clone());
         let result = match &entry.before {
             Some(bytes) => self.dir.write(&entry.path, bytes),
             None => self.dir.remove_file(&entry.path),

@@ -1,0 +1,364 @@
+//! `frognano eval` and `frognano bench env`: run a policy over a task set in the environment.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use frognano_core::{Action, Policy, Task};
+use frognano_env::{EnvConfig, EnvPool, EpisodeRecord, EvalSummary, RepoEnv, patch, repo, taskset};
+use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
+use frognano_sandbox::{Sandbox, workspace};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::{ImageArgs, open_sandbox};
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// Task set (JSONL; FrogNano records or SWE-bench field names).
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Policy: oracle, noop, or random[:SEED].
+    #[arg(long, default_value = "oracle")]
+    policy: String,
+    /// Write one episode record per line here (trajectories, per-test grading).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Environments stepped in parallel (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Only the first N tasks.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Steps per episode.
+    #[arg(long, default_value_t = EnvConfig::default().max_steps)]
+    max_steps: usize,
+    /// Observation characters per episode.
+    #[arg(long, default_value_t = EnvConfig::default().max_observation_chars)]
+    max_observation_chars: usize,
+    #[command(flatten)]
+    image: ImageArgs,
+}
+
+fn make_policy(spec: &str, tasks: &[Task]) -> anyhow::Result<Box<dyn Policy>> {
+    let (name, arg) = spec.split_once(':').unwrap_or((spec, ""));
+    Ok(match name {
+        "oracle" => Box::new(OraclePolicy::new(tasks)),
+        "noop" => Box::new(NoopPolicy),
+        "random" => {
+            let seed = if arg.is_empty() {
+                0
+            } else {
+                arg.parse()
+                    .with_context(|| format!("random:SEED needs an integer seed, got {arg:?}"))?
+            };
+            Box::new(RandomPolicy::new(seed, 0.02))
+        }
+        other => bail!("unknown policy {other:?}: use oracle, noop or random[:SEED]"),
+    })
+}
+
+fn workers(requested: Option<usize>) -> anyhow::Result<usize> {
+    match requested {
+        Some(0) => bail!("--workers must be at least 1"),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)),
+    }
+}
+
+fn table(rows: &[(&str, String)]) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec!["metric", "value"]);
+    for (name, value) in rows {
+        table.add_row(vec![name.to_string(), value.clone()]);
+    }
+    table
+}
+
+pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
+    let mut tasks = taskset::load_tasks(&args.tasks)?;
+    if let Some(limit) = args.limit {
+        tasks.truncate(limit);
+    }
+    if tasks.is_empty() {
+        bail!("{}: no tasks", args.tasks.display());
+    }
+    let mut policy = make_policy(&args.policy, &tasks)?;
+    let config = EnvConfig {
+        max_steps: args.max_steps,
+        max_observation_chars: args.max_observation_chars,
+        ..EnvConfig::default()
+    };
+    config.validate()?;
+    let workers = workers(args.workers)?;
+    let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
+    let mut pool = EnvPool::new(sandbox, workers.min(tasks.len()), workers, config)?;
+    let mut out = match &args.out {
+        Some(path) => Some(BufWriter::new(
+            File::create(path).with_context(|| format!("create {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let bar = ProgressBar::new(tasks.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} episodes [{elapsed}<{eta}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut records: Vec<EpisodeRecord> = Vec::new();
+    let mut write_error = None;
+    let mut failed = Vec::new();
+    let stats = pool.rollout(
+        policy.as_mut(),
+        &tasks,
+        |record| {
+            if let Some(out) = out.as_mut()
+                && write_error.is_none()
+                && let Err(e) = serde_json::to_writer(&mut *out, &record)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| out.write_all(b"\n"))
+                    .and_then(|()| out.flush())
+            {
+                write_error = Some(e);
+            }
+            records.push(record);
+            let resolved = records.iter().filter(|r| r.outcome.resolved).count();
+            bar.set_message(format!("{resolved} resolved"));
+            bar.inc(1);
+        },
+        |task, err| {
+            bar.println(format!("task {}: {err}", task.id));
+            failed.push(task.id.clone());
+            bar.inc(1);
+        },
+    )?;
+    bar.finish_and_clear();
+    if let Some(e) = write_error {
+        bail!("writing episode records: {e}");
+    }
+    let summary = EvalSummary::of(&records);
+    let mean_reset_ms = if records.is_empty() {
+        0.0
+    } else {
+        records.iter().map(|r| r.reset_ms).sum::<f64>() / records.len() as f64
+    };
+    println!(
+        "{}",
+        table(&[
+            ("policy", args.policy.clone()),
+            ("tasks", tasks.len().to_string()),
+            ("episodes", summary.episodes.to_string()),
+            (
+                "resolved",
+                format!(
+                    "{} ({:.1}%)",
+                    summary.resolved,
+                    100.0 * summary.resolved_rate
+                )
+            ),
+            (
+                "error recovery",
+                format!(
+                    "{} of {} episodes that met a failure ({:.1}%)",
+                    summary.recovered,
+                    summary.met_failure,
+                    100.0 * summary.recovery_rate
+                )
+            ),
+            ("mean steps", format!("{:.2}", summary.mean_steps)),
+            ("tool errors", summary.tool_errors.to_string()),
+            ("agent test runs", summary.test_runs.to_string()),
+            ("truncated by budget", summary.truncated.to_string()),
+            ("tasks that failed to reset", failed.len().to_string()),
+            ("env steps/s", format!("{:.1}", stats.steps_per_s())),
+            ("mean reset", format!("{mean_reset_ms:.2} ms")),
+            ("wall", format!("{:.1} s ({workers} workers)", stats.wall_s)),
+        ])
+    );
+    if let Some(path) = &args.out {
+        println!("episode records: {}", path.display());
+    }
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct BenchEnvArgs {
+    /// Task set (default: the bundled sample tasks).
+    #[arg(long)]
+    tasks: Option<PathBuf>,
+    /// Environments in the pool (default: one per core).
+    #[arg(long)]
+    envs: Option<usize>,
+    /// Timed resets per task.
+    #[arg(long, default_value_t = 20)]
+    resets: usize,
+    /// Rounds of batched cheap tool steps (one step per environment per round).
+    #[arg(long, default_value_t = 200)]
+    rounds: usize,
+    #[command(flatten)]
+    image: ImageArgs,
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[((values.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// The naive way to materialise a task: copy the clean repository from disk, then patch it.
+fn reset_from_disk(task: &Task, dest: &Path) -> anyhow::Result<()> {
+    workspace::copy_repo(task.repo.path(), dest)?;
+    let mut touched = repo::read_tree(dest)?;
+    let before = touched.clone();
+    patch::apply(&mut touched, &task.bug_patch)?;
+    for (path, data) in &touched {
+        if before.get(path) != Some(data) {
+            std::fs::write(dest.join(path), data.as_slice())?;
+        }
+    }
+    Ok(())
+}
+
+pub fn bench_env(args: &BenchEnvArgs) -> anyhow::Result<ExitCode> {
+    let path = match &args.tasks {
+        Some(p) => p.clone(),
+        None => crate::default_tasks()?,
+    };
+    let tasks = taskset::load_tasks(&path)?;
+    if tasks.is_empty() || args.resets == 0 || args.rounds == 0 {
+        bail!("need tasks, --resets >= 1 and --rounds >= 1");
+    }
+    let envs = workers(args.envs)?;
+    let sandbox: Arc<Sandbox> = Arc::new(open_sandbox(args.image.options()?, false)?);
+
+    // 1. Reset latency, side by side with copying the repository from disk and patching it.
+    let mut env = RepoEnv::new(sandbox.clone(), EnvConfig::default())?;
+    for task in &tasks {
+        env.reset_task(task)?; // loads the repository cache
+    }
+    // Both sides pay for removing the previous episode's workspace, as a reset does.
+    let (mut ours, mut naive) = (Vec::new(), Vec::new());
+    let mut previous = tempfile::tempdir()?;
+    for _ in 0..args.resets {
+        for task in &tasks {
+            let started = Instant::now();
+            env.reset_task(task)?;
+            ours.push(started.elapsed().as_secs_f64() * 1e3);
+            let started = Instant::now();
+            drop(previous);
+            previous = tempfile::tempdir()?;
+            reset_from_disk(task, previous.path())?;
+            naive.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    let (ours_med, naive_med) = (median(&mut ours), median(&mut naive));
+    let ours_p95 = percentile(&mut ours, 0.95);
+
+    // 2. Cheap tool steps per second through the pool, 1 worker vs all.
+    let cheap_actions = |task: &Task| -> Vec<Action> {
+        let file = patch::changed_files(&task.bug_patch)
+            .ok()
+            .and_then(|f| f.first().map(|c| c.path().to_string()))
+            .unwrap_or_else(|| ".".into());
+        [
+            "ls".to_string(),
+            format!("view {file} 1-60"),
+            "search \"def [a-z_]+\\(\"".to_string(),
+            format!("search return {file}"),
+        ]
+        .into_iter()
+        .map(|text| Action::Text { text })
+        .collect()
+    };
+    let config = EnvConfig {
+        max_steps: args.rounds + 10,
+        max_observation_chars: usize::MAX / 2,
+        ..EnvConfig::default()
+    };
+    let mut throughput = Vec::new();
+    for workers in [1, envs] {
+        let mut pool = EnvPool::new(sandbox.clone(), envs, workers, config)?;
+        let batch: Vec<Task> = tasks.iter().cycle().take(envs).cloned().collect();
+        for r in pool.reset(&batch) {
+            r?;
+        }
+        let actions: Vec<Vec<Action>> = batch.iter().map(cheap_actions).collect();
+        let started = Instant::now();
+        let mut steps = 0;
+        for round in 0..args.rounds {
+            let step: Vec<Action> = actions.iter().map(|a| a[round % a.len()].clone()).collect();
+            for result in pool.step(&step) {
+                result?;
+                steps += 1;
+            }
+        }
+        throughput.push(steps as f64 / started.elapsed().as_secs_f64());
+    }
+
+    // 3. Whole episodes (tests run by the agent, grading) with the oracle.
+    let mut pool = EnvPool::new(sandbox.clone(), envs, envs, EnvConfig::default())?;
+    let mut oracle = OraclePolicy::new(&tasks);
+    let mut resolved = 0;
+    let stats = pool.rollout(
+        &mut oracle,
+        &tasks,
+        |r| resolved += usize::from(r.outcome.resolved),
+        |t, e| eprintln!("task {}: {e}", t.id),
+    )?;
+    println!(
+        "{}",
+        table(&[
+            ("tasks", format!("{} from {}", tasks.len(), path.display())),
+            (
+                "reset (reused workspace + in-memory repo)",
+                format!("median {ours_med:.2} ms, p95 {ours_p95:.2} ms")
+            ),
+            (
+                "reset (copy from disk + bug, peer)",
+                format!("median {naive_med:.2} ms")
+            ),
+            (
+                "reset speed-up vs peer",
+                format!("{:.2}x", naive_med / ours_med)
+            ),
+            (
+                "cheap tool steps/s, 1 worker",
+                format!("{:.0}", throughput[0])
+            ),
+            (
+                &format!("cheap tool steps/s, {envs} workers"),
+                format!(
+                    "{:.0} ({:.2}x)",
+                    throughput[1],
+                    throughput[1] / throughput[0]
+                )
+            ),
+            (
+                "oracle episodes (tests + grading)",
+                format!(
+                    "{} episodes, {resolved} resolved, {} steps, {:.1} steps/s, {:.2} episodes/s",
+                    stats.episodes,
+                    stats.steps,
+                    stats.steps_per_s(),
+                    stats.episodes as f64 / stats.wall_s
+                )
+            ),
+        ])
+    );
+    Ok(ExitCode::SUCCESS)
+}
