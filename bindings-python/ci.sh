@@ -10,3 +10,4 @@ python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work"/dist/frognano-*.whl pytest
 (cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider)
 "$work/venv/bin/python" examples/python/run_tests.py | tail -1
+"$work/venv/bin/python" examples/python/agent_loop.py | tail -2

@@ -16,11 +16,13 @@ use frognano_sandbox::{CancelFlag, ImageKind, Sandbox, SandboxError, SandboxOpti
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+mod env;
+
 /// How often a waiting call checks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 /// Maps a sandbox error to the `frognano` exception hierarchy (defined in `frognano._errors`).
-fn to_py_err(py: Python<'_>, err: SandboxError) -> PyErr {
+pub(crate) fn to_py_err(py: Python<'_>, err: SandboxError) -> PyErr {
     let class = match &err {
         SandboxError::Asset { .. } => "SetupError",
         SandboxError::Runtime(_) => "SandboxFailure",
@@ -51,7 +53,7 @@ fn invalid(py: Python<'_>, message: String) -> PyErr {
 
 /// Runs `work` on a helper thread with the GIL released, checking for Ctrl-C meanwhile; on a
 /// signal, sets `cancel`, waits for the work to stop, and raises the signal's exception.
-fn run_interruptibly<T: Send>(
+pub(crate) fn run_interruptibly<T: Send>(
     py: Python<'_>,
     cancel: &CancelFlag,
     work: impl FnOnce() -> T + Send,
@@ -239,7 +241,7 @@ fn limits_from(
 /// snapshotted once, then cached). Safe to share between threads.
 #[pyclass(frozen, module = "frognano", name = "Sandbox")]
 struct PySandbox {
-    inner: Arc<Sandbox>,
+    pub(crate) inner: Arc<Sandbox>,
 }
 
 fn progress_printer(progress: Option<Py<PyAny>>) -> impl Fn(&str) + Sync {
@@ -412,5 +414,6 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(setup, m)?)?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    env::register(m)?;
     Ok(())
 }

@@ -6,6 +6,13 @@
 >>> report.outcome, report.passed, report.failed
 ('passed', 80, 0)
 
+Agents act in a RepoEnv (Gymnasium-style reset/step) on bug-fix tasks:
+
+>>> tasks = frognano.load_tasks("examples/tasks/sample.jsonl")
+>>> env = frognano.RepoEnv(sandbox)
+>>> obs, info = env.reset(tasks[0])
+>>> obs, reward, terminated, truncated, info = env.step("test")
+
 The first Sandbox (or frognano.setup()) fetches the runtime with pip, verifies its sha256,
 and compiles and snapshots it into the cache (frognano.cache_dir()); later ones start in
 milliseconds.
@@ -19,6 +26,39 @@ _os.environ.setdefault("FROGNANO_HOST_PYTHON", _sys.executable)
 
 from . import _errors  # noqa: E402
 from ._errors import *  # noqa: E402,F401,F403  (the exception hierarchy)
-from ._frognano import Sandbox, TestReport, TestResult, __version__, cache_dir, setup  # noqa: E402
+from ._frognano import (  # noqa: E402
+    EnvPool,
+    RepoEnv,
+    Sandbox,
+    TestReport,
+    TestResult,
+    __version__,
+    cache_dir,
+    evaluate,
+    load_tasks,
+    parse_action,
+    save_tasks,
+    setup,
+    to_swe_bench,
+    tool_instructions,
+    tool_schemas,
+)
 
-__all__ = ["Sandbox", "TestReport", "TestResult", "setup", "cache_dir", "__version__", *_errors.__all__]
+__all__ = [
+    "Sandbox",
+    "TestReport",
+    "TestResult",
+    "RepoEnv",
+    "EnvPool",
+    "evaluate",
+    "load_tasks",
+    "save_tasks",
+    "to_swe_bench",
+    "parse_action",
+    "tool_instructions",
+    "tool_schemas",
+    "setup",
+    "cache_dir",
+    "__version__",
+    *_errors.__all__,
+]

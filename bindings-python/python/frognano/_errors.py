@@ -34,6 +34,18 @@ class InvalidArgumentError(FrognanoError, ValueError):
     """An argument (limit, image name, worker count) is invalid."""
 
 
+class TaskError(FrognanoError, ValueError):
+    """A task record or task file is malformed, or its bug does not apply to its repository."""
+
+
+class EpisodeError(FrognanoError, RuntimeError):
+    """An environment was stepped with no running episode (reset first), or used after close()."""
+
+
+class ActionError(FrognanoError, ValueError):
+    """parse_action could not understand an action (environments report this as an observation)."""
+
+
 __all__ = [
     "FrognanoError",
     "SetupError",
@@ -42,4 +54,7 @@ __all__ = [
     "ConfigError",
     "RequirementsError",
     "InvalidArgumentError",
+    "TaskError",
+    "EpisodeError",
+    "ActionError",
 ]

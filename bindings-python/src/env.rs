@@ -1,0 +1,599 @@
+//! The environment surface: task sets, `RepoEnv` (Gymnasium-style), `EnvPool`, the baseline
+//! policies and `evaluate`, which also accepts a Python policy object as a drop-in component.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use frognano_core::{Action, Policy, PolicyContext, PolicyOutput, Task};
+use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
+use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
+use frognano_sandbox::{Sandbox, SandboxError, SandboxOptions};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::{PySandbox, run_interruptibly, to_py_err};
+
+fn error_class(py: Python<'_>, class: &str, message: String) -> PyErr {
+    match py.import("frognano._errors").and_then(|m| m.getattr(class)) {
+        Ok(class) => PyErr::from_type(
+            class
+                .cast_into()
+                .unwrap_or_else(|_| py.get_type::<pyo3::exceptions::PyRuntimeError>()),
+            message,
+        ),
+        Err(import_error) => import_error,
+    }
+}
+
+/// Maps environment errors onto the exception hierarchy.
+fn env_err(py: Python<'_>, err: EnvError) -> PyErr {
+    match err {
+        EnvError::Sandbox(inner) => to_py_err(py, inner),
+        EnvError::TaskRecord { .. } | EnvError::Task { .. } | EnvError::Patch(_) => {
+            error_class(py, "TaskError", err.to_string())
+        }
+        EnvError::Repo { .. } => error_class(py, "RepoNotFoundError", err.to_string()),
+        EnvError::InvalidOption(_) => error_class(py, "InvalidArgumentError", err.to_string()),
+        EnvError::NoEpisode => error_class(py, "EpisodeError", err.to_string()),
+        other => error_class(py, "FrognanoError", other.to_string()),
+    }
+}
+
+fn core_err(py: Python<'_>, err: frognano_core::Error) -> PyErr {
+    match err {
+        frognano_core::Error::Invalid { .. } => error_class(py, "TaskError", err.to_string()),
+        other => error_class(py, "FrognanoError", other.to_string()),
+    }
+}
+
+fn to_json(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String> {
+    py.import("json")?
+        .call_method1("dumps", (value,))?
+        .extract::<String>()
+}
+
+fn from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+fn to_py<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| error_class(py, "FrognanoError", e.to_string()))?;
+    from_json(py, &text)
+}
+
+/// A task from a dict (FrogNano or SWE-bench field names) or a JSON string.
+fn task_from_py(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<Task> {
+    let text = match task.extract::<String>() {
+        Ok(s) => s,
+        Err(_) => to_json(py, task)?,
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        error_class(
+            py,
+            "TaskError",
+            format!("a task must be a JSON object: {e}"),
+        )
+    })?;
+    if value.get("instance_id").is_some() && value.get("id").is_none() {
+        return taskset::from_swe_bench(&value, std::path::Path::new("."))
+            .map_err(|m| error_class(py, "TaskError", format!("invalid task: {m}")));
+    }
+    taskset::parse_task(&text)
+        .map_err(|m| error_class(py, "TaskError", format!("invalid task: {m}")))
+}
+
+fn tasks_from_py(py: Python<'_>, tasks: &Bound<'_, PyAny>) -> PyResult<Vec<Task>> {
+    let mut out = Vec::new();
+    for item in tasks.try_iter()? {
+        out.push(task_from_py(py, &item?)?);
+    }
+    Ok(out)
+}
+
+/// An action from a string (the text grammar, or JSON) or a dict (a JSON tool call).
+fn action_from_py(py: Python<'_>, action: &Bound<'_, PyAny>) -> PyResult<Action> {
+    if let Ok(text) = action.extract::<String>() {
+        return Ok(Action::Text { text });
+    }
+    if action.is_instance_of::<PyDict>() {
+        return Ok(Action::Text {
+            text: to_json(py, action)?,
+        });
+    }
+    Err(error_class(
+        py,
+        "InvalidArgumentError",
+        format!(
+            "an action is a str (a command) or a dict (a tool call), got {}",
+            action.get_type().name()?
+        ),
+    ))
+}
+
+fn sandbox_of(py: Python<'_>, sandbox: Option<PyRef<'_, PySandbox>>) -> PyResult<Arc<Sandbox>> {
+    match sandbox {
+        Some(s) => Ok(s.inner.clone()),
+        None => py
+            .detach(|| Sandbox::new(SandboxOptions::default(), &|_| {}))
+            .map(Arc::new)
+            .map_err(|e| to_py_err(py, e)),
+    }
+}
+
+fn config(
+    py: Python<'_>,
+    max_steps: usize,
+    max_observation_chars: usize,
+    observation_chars: usize,
+) -> PyResult<EnvConfig> {
+    let config = EnvConfig {
+        max_steps,
+        max_observation_chars,
+        observation_chars,
+        ..EnvConfig::default()
+    };
+    config.validate().map_err(|e| env_err(py, e))?;
+    Ok(config)
+}
+
+fn step_tuple<'py>(
+    py: Python<'py>,
+    result: frognano_core::StepResult,
+) -> PyResult<(String, f64, bool, bool, Bound<'py, PyAny>)> {
+    let info = to_py(py, &result.info)?;
+    Ok((
+        result.observation.text,
+        result.reward,
+        result.terminated,
+        result.truncated,
+        info,
+    ))
+}
+
+/// RepoEnv(sandbox=None, *, max_steps=30, max_observation_chars=120000, observation_chars=6000)
+///
+/// The agent environment, Gymnasium-style: `reset(task)` returns `(observation, info)`,
+/// `step(action)` returns `(observation, reward, terminated, truncated, info)`. An action is a
+/// command in the tool grammar (`"view pkg/mod.py 1-40"`, `"test"`, `"submit"`, ...) or a JSON
+/// tool call as a dict (`{"name": "view", "arguments": {"path": "a.py"}}`). Malformed actions
+/// return an error observation; they never raise.
+#[pyclass(module = "frognano", name = "RepoEnv")]
+struct PyRepoEnv {
+    inner: Option<RepoEnv>,
+}
+
+impl PyRepoEnv {
+    fn env(&mut self, py: Python<'_>) -> PyResult<&mut RepoEnv> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| error_class(py, "EpisodeError", "the environment is closed".into()))
+    }
+}
+
+#[pymethods]
+impl PyRepoEnv {
+    #[new]
+    #[pyo3(signature = (sandbox=None, *, max_steps=30, max_observation_chars=120_000, observation_chars=6_000))]
+    fn new(
+        py: Python<'_>,
+        sandbox: Option<PyRef<'_, PySandbox>>,
+        max_steps: usize,
+        max_observation_chars: usize,
+        observation_chars: usize,
+    ) -> PyResult<Self> {
+        let config = config(py, max_steps, max_observation_chars, observation_chars)?;
+        let env = RepoEnv::new(sandbox_of(py, sandbox)?, config).map_err(|e| env_err(py, e))?;
+        Ok(PyRepoEnv { inner: Some(env) })
+    }
+
+    /// reset(task=None, *, seed=None, options=None) -> (observation, info)
+    ///
+    /// task: a dict (FrogNano or SWE-bench field names) or a JSON string; it may also be given
+    /// as options["task"]. seed is accepted for Gymnasium compatibility (episodes are
+    /// deterministic).
+    #[pyo3(signature = (task=None, *, seed=None, options=None))]
+    fn reset<'py>(
+        &mut self,
+        py: Python<'py>,
+        task: Option<Bound<'py, PyAny>>,
+        seed: Option<i64>,
+        options: Option<Bound<'py, PyDict>>,
+    ) -> PyResult<(String, Bound<'py, PyAny>)> {
+        let _ = seed;
+        let task = match (
+            task,
+            options.and_then(|o| o.get_item("task").ok().flatten()),
+        ) {
+            (Some(t), _) | (None, Some(t)) => t,
+            (None, None) => {
+                return Err(error_class(
+                    py,
+                    "InvalidArgumentError",
+                    "reset needs a task: env.reset(task) or env.reset(options={'task': task})"
+                        .into(),
+                ));
+            }
+        };
+        let task = task_from_py(py, &task)?;
+        let env = self.env(py)?;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let observation = run_interruptibly(py, &cancel, || env.reset_task(&task))?
+            .map_err(|e| env_err(py, e))?;
+        let info = PyDict::new(py);
+        info.set_item("task_id", &task.id)?;
+        if let Some(path) = self.env(py)?.workspace_path() {
+            info.set_item("workspace", path.to_string_lossy().into_owned())?;
+        }
+        Ok((observation.text, info.into_any()))
+    }
+
+    /// step(action) -> (observation, reward, terminated, truncated, info)
+    fn step<'py>(
+        &mut self,
+        py: Python<'py>,
+        action: Bound<'py, PyAny>,
+    ) -> PyResult<(String, f64, bool, bool, Bound<'py, PyAny>)> {
+        let action = action_from_py(py, &action)?;
+        let env = self.env(py)?;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let result = run_interruptibly(py, &cancel, || env.step_action(&action))?
+            .map_err(|e| env_err(py, e))?;
+        step_tuple(py, result)
+    }
+
+    /// The record of the current or last episode (actions, observations, tests, grading,
+    /// the agent's diff), as a dict; None before the first reset.
+    fn record<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.env(py)?.record() {
+            Some(record) => Ok(Some(to_py(py, &record)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The episode's summary once it has ended (resolved, steps, tool_errors, test_runs,
+    /// met_failure, recovered, submitted, truncated), else None.
+    #[getter]
+    fn outcome<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        use frognano_core::Environment;
+        match self.env(py)?.outcome() {
+            Some(outcome) => Ok(Some(to_py(py, &outcome)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The workspace directory of the current episode (for inspection), or None.
+    #[getter]
+    fn workspace(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self
+            .env(py)?
+            .workspace_path()
+            .map(|p| p.to_string_lossy().into_owned()))
+    }
+
+    /// Frees the workspace. Safe to call twice.
+    fn close(&mut self) {
+        self.inner = None;
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &mut self,
+        _exc_type: Option<Bound<'_, PyAny>>,
+        _exc: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) {
+        self.close();
+    }
+}
+
+/// EnvPool(num_envs, sandbox=None, *, workers=0, max_steps=30, ...)
+///
+/// num_envs environments stepped in parallel (on `workers` threads; 0 = one per core) with one
+/// call: `reset(tasks)` and `step(actions)` take and return lists, in environment order.
+#[pyclass(module = "frognano", name = "EnvPool")]
+struct PyEnvPool {
+    inner: EnvPool,
+}
+
+#[pymethods]
+impl PyEnvPool {
+    #[new]
+    #[pyo3(signature = (num_envs, sandbox=None, *, workers=0, max_steps=30, max_observation_chars=120_000, observation_chars=6_000))]
+    fn new(
+        py: Python<'_>,
+        num_envs: usize,
+        sandbox: Option<PyRef<'_, PySandbox>>,
+        workers: usize,
+        max_steps: usize,
+        max_observation_chars: usize,
+        observation_chars: usize,
+    ) -> PyResult<Self> {
+        let config = config(py, max_steps, max_observation_chars, observation_chars)?;
+        let pool = EnvPool::new(sandbox_of(py, sandbox)?, num_envs, workers, config)
+            .map_err(|e| env_err(py, e))?;
+        Ok(PyEnvPool { inner: pool })
+    }
+
+    /// Number of environments.
+    #[getter]
+    fn num_envs(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// reset(tasks) -> list of (observation, info); environment i gets tasks[i].
+    fn reset<'py>(
+        &mut self,
+        py: Python<'py>,
+        tasks: Bound<'py, PyAny>,
+    ) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
+        let tasks = tasks_from_py(py, &tasks)?;
+        if tasks.len() > self.inner.len() {
+            return Err(error_class(
+                py,
+                "InvalidArgumentError",
+                format!(
+                    "{} tasks for {} environments",
+                    tasks.len(),
+                    self.inner.len()
+                ),
+            ));
+        }
+        let pool = &mut self.inner;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let results = run_interruptibly(py, &cancel, || pool.reset(&tasks))?;
+        let mut out = Vec::new();
+        for (task, result) in tasks.iter().zip(results) {
+            let observation = result.map_err(|e| env_err(py, e))?;
+            let info = PyDict::new(py);
+            info.set_item("task_id", &task.id)?;
+            out.push((observation.text, info.into_any()));
+        }
+        Ok(out)
+    }
+
+    /// step(actions) -> list of (observation, reward, terminated, truncated, info); a None
+    /// action leaves its environment alone (its entry is None).
+    #[allow(clippy::type_complexity)]
+    fn step<'py>(
+        &mut self,
+        py: Python<'py>,
+        actions: Vec<Option<Bound<'py, PyAny>>>,
+    ) -> PyResult<Vec<Option<(String, f64, bool, bool, Bound<'py, PyAny>)>>> {
+        let mut indexed = Vec::new();
+        for (i, action) in actions.iter().enumerate() {
+            if let Some(action) = action {
+                indexed.push((i, action_from_py(py, action)?));
+            }
+        }
+        let pool = &mut self.inner;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let results = run_interruptibly(py, &cancel, || {
+            let refs: Vec<(usize, &Action)> = indexed.iter().map(|(i, a)| (*i, a)).collect();
+            pool.step_some(&refs)
+        })?;
+        let mut out: Vec<Option<_>> = (0..actions.len()).map(|_| None).collect();
+        for ((i, _), result) in indexed.iter().zip(results) {
+            out[*i] = Some(step_tuple(py, result.map_err(|e| env_err(py, e))?)?);
+        }
+        Ok(out)
+    }
+
+    /// Episode records of every environment (None where none has run).
+    fn records<'py>(&self, py: Python<'py>) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
+        self.inner
+            .envs()
+            .iter()
+            .map(|env| env.record().map(|r| to_py(py, &r)).transpose())
+            .collect()
+    }
+}
+
+/// A Python object with `act(contexts) -> actions` used as a Rust policy: contexts are dicts
+/// (task_id, initial, history), actions are str or dict, or dicts
+/// {"action": ..., "logprobs": [...], "token_ids": [...]}.
+struct PyPolicy {
+    object: Py<PyAny>,
+}
+
+impl Policy for PyPolicy {
+    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
+        Python::attach(|py| -> PyResult<Vec<PolicyOutput>> {
+            let contexts = to_py(py, &contexts)?;
+            let returned = self.object.call_method1(py, "act", (contexts,))?;
+            let mut out = Vec::new();
+            for item in returned.bind(py).try_iter()? {
+                let item = item?;
+                let output = match item.cast::<PyDict>() {
+                    Ok(dict) if dict.contains("action")? => {
+                        let action = dict.get_item("action")?.ok_or_else(|| {
+                            pyo3::exceptions::PyValueError::new_err("missing action")
+                        })?;
+                        PolicyOutput {
+                            action: action_from_py(py, &action)?,
+                            logprobs: dict
+                                .get_item("logprobs")?
+                                .map(|v| v.extract())
+                                .transpose()?
+                                .unwrap_or_default(),
+                            token_ids: dict
+                                .get_item("token_ids")?
+                                .filter(|v| !v.is_none())
+                                .map(|v| v.extract())
+                                .transpose()?,
+                        }
+                    }
+                    _ => PolicyOutput {
+                        action: action_from_py(py, &item)?,
+                        logprobs: Vec::new(),
+                        token_ids: None,
+                    },
+                };
+                out.push(output);
+            }
+            Ok(out)
+        })
+        .map_err(|e| frognano_core::Error::Component {
+            component: "python policy",
+            message: e.to_string(),
+        })
+    }
+}
+
+fn builtin_policy(py: Python<'_>, spec: &str, tasks: &[Task]) -> PyResult<Box<dyn Policy>> {
+    let (name, arg) = spec.split_once(':').unwrap_or((spec, ""));
+    Ok(match name {
+        "oracle" => Box::new(OraclePolicy::new(tasks)),
+        "noop" => Box::new(NoopPolicy),
+        "random" => Box::new(RandomPolicy::new(arg.parse().unwrap_or(0), 0.02)),
+        other => {
+            return Err(error_class(
+                py,
+                "InvalidArgumentError",
+                format!(
+                    "unknown policy {other:?}: oracle, noop, random[:SEED] or an object with act()"
+                ),
+            ));
+        }
+    })
+}
+
+/// evaluate(tasks, policy="oracle", *, sandbox=None, workers=None, max_steps=30, out=None)
+///     -> (summary, records)
+///
+/// Runs `policy` on every task through an EnvPool: "oracle", "noop", "random[:SEED]", or any
+/// object with `act(contexts) -> actions`. Returns the summary dict (resolved_rate,
+/// recovery_rate, mean_steps, steps_per_s, ...) and the episode records; `out` also writes
+/// them as JSONL.
+#[pyfunction]
+#[pyo3(signature = (tasks, policy=None, *, sandbox=None, workers=None, max_steps=30, out=None))]
+fn evaluate<'py>(
+    py: Python<'py>,
+    tasks: Bound<'py, PyAny>,
+    policy: Option<Bound<'py, PyAny>>,
+    sandbox: Option<PyRef<'py, PySandbox>>,
+    workers: Option<usize>,
+    max_steps: usize,
+    out: Option<std::path::PathBuf>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let tasks = tasks_from_py(py, &tasks)?;
+    if tasks.is_empty() {
+        return Err(error_class(py, "InvalidArgumentError", "no tasks".into()));
+    }
+    let mut policy: Box<dyn Policy> = match &policy {
+        None => builtin_policy(py, "oracle", &tasks)?,
+        Some(p) => match p.extract::<String>() {
+            Ok(spec) => builtin_policy(py, &spec, &tasks)?,
+            Err(_) => Box::new(PyPolicy {
+                object: p.clone().unbind(),
+            }),
+        },
+    };
+    let workers = workers.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    });
+    let config = config(
+        py,
+        max_steps,
+        EnvConfig::default().max_observation_chars,
+        EnvConfig::default().observation_chars,
+    )?;
+    let sandbox = sandbox_of(py, sandbox)?;
+    let mut pool = EnvPool::new(sandbox, workers.clamp(1, tasks.len()), workers, config)
+        .map_err(|e| env_err(py, e))?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut records = Vec::new();
+    let mut failures = Vec::new();
+    let stats = run_interruptibly(py, &cancel, || {
+        pool.rollout(
+            policy.as_mut(),
+            &tasks,
+            |r| records.push(r),
+            |t, e| failures.push(format!("{}: {e}", t.id)),
+        )
+    })?
+    .map_err(|e| match e {
+        EnvError::Core(inner) => core_err(py, inner),
+        other => env_err(py, other),
+    })?;
+    if let Some(path) = &out {
+        let mut text = String::new();
+        for record in &records {
+            text.push_str(
+                &serde_json::to_string(record)
+                    .map_err(|e| error_class(py, "FrognanoError", e.to_string()))?,
+            );
+            text.push('\n');
+        }
+        taskset::write_atomically(path, text.as_bytes()).map_err(|e| env_err(py, e))?;
+    }
+    let summary = to_py(py, &EvalSummary::of(&records))?;
+    summary.set_item("steps_per_s", stats.steps_per_s())?;
+    summary.set_item("wall_s", stats.wall_s)?;
+    summary.set_item("failed_tasks", failures)?;
+    Ok((summary, to_py(py, &records)?))
+}
+
+/// load_tasks(path) -> list of task dicts (repository paths resolved against the file).
+#[pyfunction]
+fn load_tasks<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, PyAny>> {
+    let tasks = taskset::load_tasks(&path).map_err(|e| env_err(py, e))?;
+    to_py(py, &tasks)
+}
+
+/// save_tasks(path, tasks): writes tasks (dicts) as JSONL, validating each.
+#[pyfunction]
+fn save_tasks(py: Python<'_>, path: std::path::PathBuf, tasks: Bound<'_, PyAny>) -> PyResult<()> {
+    let tasks = tasks_from_py(py, &tasks)?;
+    taskset::save_tasks(&path, &tasks).map_err(|e| env_err(py, e))
+}
+
+/// to_swe_bench(task) -> dict in SWE-bench's field names (`patch` is the fix).
+#[pyfunction]
+fn to_swe_bench<'py>(py: Python<'py>, task: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let task = task_from_py(py, &task)?;
+    let value = taskset::to_swe_bench(&task).map_err(|e| env_err(py, e))?;
+    to_py(py, &value)
+}
+
+/// The tool grammar shown to agents.
+#[pyfunction]
+fn tool_instructions() -> &'static str {
+    frognano_env::protocol::INSTRUCTIONS
+}
+
+/// JSON schemas of the tools in the OpenAI `tools` shape, for served models.
+#[pyfunction]
+fn tool_schemas(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    to_py(py, &frognano_env::protocol::tool_schemas())
+}
+
+/// parse_action(action) -> dict {"name", "arguments"}; raises ActionError with the message an
+/// agent would see when the action is malformed.
+#[pyfunction]
+fn parse_action<'py>(py: Python<'py>, action: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let action = action_from_py(py, &action)?;
+    match frognano_env::parse_action(&action) {
+        Ok(request) => to_py(py, &request.to_tool_call()),
+        Err(e) => Err(error_class(py, "ActionError", e.message)),
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRepoEnv>()?;
+    m.add_class::<PyEnvPool>()?;
+    m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(load_tasks, m)?)?;
+    m.add_function(wrap_pyfunction!(save_tasks, m)?)?;
+    m.add_function(wrap_pyfunction!(to_swe_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_instructions, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_schemas, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_action, m)?)?;
+    let _ = SandboxError::Cancelled;
+    Ok(())
+}
