@@ -21,3 +21,5 @@ bash bindings-c/ci.sh
 echo "== examples"
 "$bin/examples/run_tests" examples/repos/textkit | tail -1
 "$bin/frognano" test examples/repos/tinyparse
+"$bin/frognano" eval --out "$(mktemp -d)/records.jsonl"
+"$bin/frognano" eval --policy noop | grep -q "0 (0.0%)"

@@ -20,9 +20,10 @@ use crate::{ImageArgs, open_sandbox};
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// Task set (JSONL; FrogNano records or SWE-bench field names).
+    /// Task set (JSONL; FrogNano records or SWE-bench field names). Default: the bundled
+    /// sample tasks.
     #[arg(long)]
-    tasks: PathBuf,
+    tasks: Option<PathBuf>,
     /// Policy: oracle, noop, or random[:SEED].
     #[arg(long, default_value = "oracle")]
     policy: String,
@@ -84,12 +85,16 @@ fn table(rows: &[(&str, String)]) -> Table {
 }
 
 pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
-    let mut tasks = taskset::load_tasks(&args.tasks)?;
+    let path = match &args.tasks {
+        Some(p) => p.clone(),
+        None => crate::default_tasks()?,
+    };
+    let mut tasks = taskset::load_tasks(&path)?;
     if let Some(limit) = args.limit {
         tasks.truncate(limit);
     }
     if tasks.is_empty() {
-        bail!("{}: no tasks", args.tasks.display());
+        bail!("{}: no tasks", path.display());
     }
     let mut policy = make_policy(&args.policy, &tasks)?;
     let config = EnvConfig {

@@ -139,3 +139,52 @@ fn bench_prints_medians_and_ratio() {
     );
     assert!(stdout.contains("ratio sandbox/native:"), "{stdout}");
 }
+
+#[test]
+fn eval_runs_the_oracle_and_writes_records() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("records.jsonl");
+    let output = frognano(&[
+        "eval",
+        "--limit",
+        "2",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("2 (100.0%)"), "{stdout}");
+    assert!(stdout.contains("env steps/s"), "{stdout}");
+    let records = std::fs::read_to_string(&out).expect("records");
+    let lines: Vec<serde_json::Value> = records
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record per line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["outcome"]["resolved"], true);
+    assert!(lines[0]["steps"].as_array().is_some_and(|s| !s.is_empty()));
+}
+
+#[test]
+fn eval_rejects_a_malformed_task_file_with_line_and_field() {
+    let dir = write_repo(&[(
+        "tasks.jsonl",
+        "{\"id\": \"t\", \"repo\": {\"kind\": \"path\", \"path\": \".\"}, \"bug_patch\": 3}\n",
+    )]);
+    let tasks = dir.path().join("tasks.jsonl");
+    let output = frognano(&["eval", "--tasks", tasks.to_str().expect("utf-8 path")]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("tasks.jsonl:1: field `bug_patch`"),
+        "{stderr}"
+    );
+    let output = frognano(&["eval", "--policy", "genius"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown policy"));
+}
