@@ -307,11 +307,11 @@ fn unpack_bundle(bundles: &Path, archive: &Path) -> Result<PathBuf> {
         let digest = hex::encode(Sha256::digest(&data));
         let dest = bundles.join(&digest[..32]);
         if !dest.is_dir() {
-            fs::create_dir_all(&bundles)
+            fs::create_dir_all(bundles)
                 .map_err(EnvError::io(format!("create {}", bundles.display())))?;
             let staging = tempfile::Builder::new()
                 .prefix(".unpack-")
-                .tempdir_in(&bundles)
+                .tempdir_in(bundles)
                 .map_err(EnvError::io("create bundle staging directory"))?;
             let name = archive.to_string_lossy().to_lowercase();
             if name.ends_with(".zip") {

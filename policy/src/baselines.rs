@@ -45,7 +45,7 @@ pub fn edits_between(path: &str, current: &str, target: &str) -> Vec<ToolRequest
         let lines: Vec<&str> = now.split_inclusive('\n').collect();
         let old = hunk.old_range();
         // For a pure insertion diffy's range names the line after which to insert.
-        let (start, end) = if old.len() == 0 {
+        let (start, end) = if old.is_empty() {
             (old.start(), old.start())
         } else {
             (old.start() - 1, old.start() - 1 + old.len())
@@ -79,9 +79,7 @@ pub fn edits_between(path: &str, current: &str, target: &str) -> Vec<ToolRequest
             if !search.trim().is_empty() && now.matches(search.as_str()).count() == 1 {
                 break;
             }
-            if lo > 0 {
-                lo -= 1;
-            }
+            lo = lo.saturating_sub(1);
         }
         let search = text_of(lo, hi);
         let replace = format!("{}{}{}", text_of(lo, start), new_lines, text_of(end, hi));
