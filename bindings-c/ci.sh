@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI of the C bindings: builds libfrognano, checks that the committed header is current,
-# compiles the C example against the header with warnings as errors, and runs it natively,
-# under valgrind (memcheck) and with AddressSanitizer (+ LeakSanitizer).
+# compiles the C examples (run_tests.c, agent_env.c) against the header with warnings as errors,
+# and runs them natively, under valgrind (memcheck) and with AddressSanitizer (+ LeakSanitizer).
 #
 # Run from the repository root:  bash bindings-c/ci.sh
 #
@@ -85,11 +85,13 @@ export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 step "gcc: examples/c/run_tests.c against libfrognano.so"
 gcc "${cflags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests"
+gcc "${cflags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env"
 gcc "${cflags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak"
 
 step "run natively"
 "$work/run_tests" examples/repos/textkit | tail -n 3
 expect_status 1 "$work/run_tests" "$trap_repo" | grep -E '^(crashed|detail)'
+"$work/agent_env" examples/tasks/sample.jsonl
 
 # valgrind -----------------------------------------------------------------------------------
 #
@@ -153,6 +155,13 @@ step "valgrind memcheck: a crashing guest (wasm trap through wasmtime's SIGILL h
 memcheck 1 "$work/vg-trap.log" "$work/run_tests" "$trap_repo" \
     | grep -E '^(crashed|detail|valgrind)'
 
+# The agent example under memcheck runs its episode only (--skip-evaluate; two test runs, about
+# two minutes): the oracle evaluation of the whole sample set is three dozen sandboxed test
+# runs at about a minute each under memcheck, half an hour. The evaluation runs natively and
+# under ASAN instead.
+step "valgrind memcheck: examples/c/agent_env --skip-evaluate"
+memcheck 0 "$work/vg-agent.log" "$work/agent_env" --skip-evaluate examples/tasks/sample.jsonl
+
 step "valgrind memcheck: the deliberate leak is reported"
 memcheck 99 "$work/vg-leak.log" "$work/leak"
 grep -q 'definitely lost: [1-9]' "$work/vg-leak.log"
@@ -176,6 +185,7 @@ asan_flags=(-fsanitize=address -fno-omit-frame-pointer)
 
 step "AddressSanitizer: build"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests_asan"
+gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak_asan"
 
 step "AddressSanitizer: examples/c/run_tests examples/repos/textkit"
@@ -183,6 +193,9 @@ step "AddressSanitizer: examples/c/run_tests examples/repos/textkit"
 
 step "AddressSanitizer: a crashing guest"
 expect_status 1 "$work/run_tests_asan" "$trap_repo" | grep -E '^(crashed|detail)'
+
+step "AddressSanitizer: examples/c/agent_env (episode and oracle evaluation)"
+"$work/agent_env_asan" examples/tasks/sample.jsonl | tail -n 1
 
 step "AddressSanitizer: the deliberate leak is reported"
 expect_status 99 "$work/leak_asan" 2>"$work/asan-leak.log" >/dev/null

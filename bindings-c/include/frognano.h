@@ -65,6 +65,14 @@ typedef enum FrognanoErrorCode {
      * The library panicked (a bug in FrogNano); the message carries the panic's text.
      */
     FROGNANO_ERROR_CODE_PANIC = 11,
+    /**
+     * A task record or task is malformed, or its bug patch does not apply to the repository.
+     */
+    FROGNANO_ERROR_CODE_TASK = 12,
+    /**
+     * An environment was stepped (or its record read) without a running or finished episode.
+     */
+    FROGNANO_ERROR_CODE_EPISODE = 13,
 } FrognanoErrorCode;
 
 /**
@@ -132,6 +140,17 @@ typedef enum FrognanoTestOutcome {
 } FrognanoTestOutcome;
 
 /**
+ * An agent environment: one bug-fix episode at a time over a sandboxed repository.
+ *
+ * Created by `frognano_env_new`, freed with `frognano_env_free`. An episode starts with
+ * `frognano_env_reset`, advances one tool call per `frognano_env_step`, and ends when the
+ * agent submits (the final state is graded by running the task's tests) or the step budget
+ * runs out. Thread safety: an environment is used by one thread at a time (calls on it must
+ * not overlap); different environments may be used from different threads at once.
+ */
+typedef struct FrognanoEnv FrognanoEnv;
+
+/**
  * An error: a code and a human-readable message.
  *
  * Returned by every fallible function (`NULL` means success). Owned by the caller, who frees
@@ -159,6 +178,23 @@ typedef struct FrognanoReport FrognanoReport;
  * sandbox at once; it must not be freed while a call on it is in progress.
  */
 typedef struct FrognanoSandbox FrognanoSandbox;
+
+/**
+ * The result of one environment step: observation, reward, end flags and structured info.
+ *
+ * Returned by `frognano_env_step`, freed with `frognano_step_free`. Immutable: it may be read
+ * from any thread; strings read from it stay valid until it is freed.
+ */
+typedef struct FrognanoStep FrognanoStep;
+
+/**
+ * An immutable set of bug-fix tasks, read from a JSONL file by `frognano_tasks_load`.
+ *
+ * Freed with `frognano_task_set_free`. Thread safety: immutable, so it may be read from any
+ * number of threads at once (including by `frognano_evaluate`); it must not be freed while
+ * another thread still uses it.
+ */
+typedef struct FrognanoTaskSet FrognanoTaskSet;
 
 /**
  * Resource limits of one sandboxed run. A plain value: copy it, change fields, pass a pointer.
@@ -297,7 +333,8 @@ struct FrognanoError *frognano_sandbox_new_with_progress(const char *image,
 
 /**
  * Frees a sandbox. `NULL` is accepted and ignored. No call on the sandbox may be in
- * progress, and the handle must not be used afterwards. Reports obtained from it stay valid.
+ * progress, and the handle must not be used afterwards. Reports obtained from it stay valid,
+ * and so do environments created from it (they share and keep alive its runtime).
  *
  * # Safety
  *
@@ -568,6 +605,251 @@ struct FrognanoError *frognano_report_to_json(const struct FrognanoReport *repor
  * other thread is reading; it must not be used afterwards.
  */
 void frognano_report_free(struct FrognanoReport *report);
+
+/**
+ * Loads a JSONL task set (one task record per line; blank lines and `#` comments skipped;
+ * SWE-bench field names accepted). Relative repository paths are resolved against the
+ * directory of the JSONL file, so the tasks read back hold absolute paths.
+ *
+ * On success writes an owned handle to `*out` (free it with `frognano_task_set_free`) and
+ * returns `NULL`. On failure returns an owned error and leaves `*out` untouched:
+ * `FROGNANO_ERROR_CODE_TASK` for an unreadable file or a malformed record (the message names
+ * the line and field). Thread safety: may be called from any thread.
+ *
+ * # Safety
+ *
+ * `path` must be `NULL` or a NUL-terminated string; `out` must be `NULL` or point to writable
+ * storage for a pointer.
+ */
+struct FrognanoError *frognano_tasks_load(const char *path, struct FrognanoTaskSet **out);
+
+/**
+ * Returns the number of tasks in a set; 0 when `tasks` is `NULL`. Valid indices for
+ * `frognano_task_set_get_json` are `0` to this minus 1. Thread safety: may be called from any
+ * thread.
+ *
+ * # Safety
+ *
+ * `tasks` must be `NULL` or a task set returned by this library and not yet freed.
+ */
+size_t frognano_task_set_len(const struct FrognanoTaskSet *tasks);
+
+/**
+ * Serialises task `index` of a set as one JSON object (the task record, with the absolute
+ * repository path), suitable for `frognano_env_reset`.
+ *
+ * On success writes an owned UTF-8 string to `*out_json` (free it with
+ * `frognano_string_free`) and returns `NULL`; on failure returns an owned error and leaves
+ * `*out_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` when `index` is out of range).
+ * Thread safety: may be called from any thread.
+ *
+ * # Safety
+ *
+ * `tasks` must be `NULL` or a task set returned by this library and not yet freed. `out_json`
+ * must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_task_set_get_json(const struct FrognanoTaskSet *tasks,
+                                                 size_t index,
+                                                 char **out_json);
+
+/**
+ * Frees a task set. `NULL` is accepted and ignored. No other thread may still use it.
+ *
+ * # Safety
+ *
+ * `tasks` must be `NULL` or a task set returned by this library and not yet freed, that no
+ * other thread is using; it must not be used afterwards.
+ */
+void frognano_task_set_free(struct FrognanoTaskSet *tasks);
+
+/**
+ * Creates an environment over `sandbox`, with a budget of `max_steps` steps per episode
+ * (0 selects the default, 30). The environment shares the sandbox's runtime and keeps it
+ * alive: the sandbox may be freed before the environment.
+ *
+ * On success writes an owned handle to `*out` (free it with `frognano_env_free`) and returns
+ * `NULL`; on failure returns an owned error and leaves `*out` untouched. Thread safety: may
+ * be called from any thread.
+ *
+ * # Safety
+ *
+ * `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed; `out`
+ * must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_env_new(const struct FrognanoSandbox *sandbox,
+                                       size_t max_steps,
+                                       struct FrognanoEnv **out);
+
+/**
+ * Starts a new episode on the task given as one JSON task record (the form of
+ * `frognano_task_set_get_json` and of a line of a task-set file). A relative repository
+ * path is resolved against the current directory. Any running episode is abandoned.
+ *
+ * On success writes the first observation (the problem statement and a map of the
+ * repository) as an owned UTF-8 string to `*out_observation` (free it with
+ * `frognano_string_free`) and returns `NULL`. On failure returns an owned error and leaves
+ * `*out_observation` untouched: `FROGNANO_ERROR_CODE_TASK` for a malformed task or a bug
+ * patch that does not apply, `FROGNANO_ERROR_CODE_REPO` for a missing repository.
+ * Thread safety: one thread at a time per environment.
+ *
+ * # Safety
+ *
+ * `env` must be `NULL` or an environment returned by this library and not yet freed, not in
+ * use by another thread; `task_json` must be `NULL` or a NUL-terminated string;
+ * `out_observation` must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_env_reset(struct FrognanoEnv *env,
+                                         const char *task_json,
+                                         char **out_observation);
+
+/**
+ * Takes one step: `action` is the agent's text, either the tool grammar (e.g. `"test"`,
+ * `"view path"`, `"submit"`) or a JSON tool call. A malformed action or a failed tool call is
+ * not an error: the step's observation explains it and `frognano_step_is_error` is true.
+ *
+ * On success writes an owned step to `*out` (free it with `frognano_step_free`) and returns
+ * `NULL`. On failure returns an owned error and leaves `*out` untouched:
+ * `FROGNANO_ERROR_CODE_EPISODE` when no episode is running (never reset, or it ended).
+ * Thread safety: one thread at a time per environment.
+ *
+ * # Safety
+ *
+ * `env` must be `NULL` or an environment returned by this library and not yet freed, not in
+ * use by another thread; `action` must be `NULL` or a NUL-terminated string; `out` must be
+ * `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_env_step(struct FrognanoEnv *env,
+                                        const char *action,
+                                        struct FrognanoStep **out);
+
+/**
+ * Returns the step's observation, the text the agent sees next (borrowed, valid until the
+ * step is freed); `NULL` when `step` is `NULL`.
+ *
+ * # Safety
+ *
+ * `step` must be `NULL` or a step returned by this library and not yet freed.
+ */
+const char *frognano_step_observation(const struct FrognanoStep *step);
+
+/**
+ * Returns the step's reward (1 for a submit that resolves the task, 0 otherwise); NaN when
+ * `step` is `NULL`.
+ *
+ * # Safety
+ *
+ * `step` must be `NULL` or a step returned by this library and not yet freed.
+ */
+double frognano_step_reward(const struct FrognanoStep *step);
+
+/**
+ * Returns true when the agent ended the episode (submit); false when `step` is `NULL`.
+ *
+ * # Safety
+ *
+ * `step` must be `NULL` or a step returned by this library and not yet freed.
+ */
+bool frognano_step_terminated(const struct FrognanoStep *step);
+
+/**
+ * Returns true when a budget cut the episode short (it was graded as it stood); false when
+ * `step` is `NULL`.
+ *
+ * # Safety
+ *
+ * `step` must be `NULL` or a step returned by this library and not yet freed.
+ */
+bool frognano_step_truncated(const struct FrognanoStep *step);
+
+/**
+ * Returns true when the observation reports a malformed action or a failed tool call; false
+ * when `step` is `NULL`.
+ *
+ * # Safety
+ *
+ * `step` must be `NULL` or a step returned by this library and not yet freed.
+ */
+bool frognano_step_is_error(const struct FrognanoStep *step);
+
+/**
+ * Returns the step's structured information (per-test results, grading, timings) as JSON
+ * text (borrowed, valid until the step is freed); `NULL` when `step` is `NULL`.
+ *
+ * # Safety
+ *
+ * `step` must be `NULL` or a step returned by this library and not yet freed.
+ */
+const char *frognano_step_info_json(const struct FrognanoStep *step);
+
+/**
+ * Frees a step. `NULL` is accepted and ignored. Strings borrowed from it become invalid; no
+ * other thread may still be reading it.
+ *
+ * # Safety
+ *
+ * `step` must be `NULL` or a step returned by this library and not yet freed, that no other
+ * thread is reading; it must not be used afterwards.
+ */
+void frognano_step_free(struct FrognanoStep *step);
+
+/**
+ * Serialises the record of the current or last episode (task, every step with its action,
+ * observation and reward, the outcome and grading) as one JSON object: a training
+ * trajectory.
+ *
+ * On success writes an owned UTF-8 string to `*out_json` (free it with
+ * `frognano_string_free`) and returns `NULL`. On failure returns an owned error and leaves
+ * `*out_json` untouched: `FROGNANO_ERROR_CODE_EPISODE` when the environment never had an
+ * episode. Thread safety: one thread at a time per environment.
+ *
+ * # Safety
+ *
+ * `env` must be `NULL` or an environment returned by this library and not yet freed, not in
+ * use by another thread; `out_json` must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_env_record_json(const struct FrognanoEnv *env, char **out_json);
+
+/**
+ * Frees an environment and its workspace. `NULL` is accepted and ignored. No call on it may
+ * be in progress, and the handle must not be used afterwards.
+ *
+ * # Safety
+ *
+ * `env` must be `NULL` or an environment returned by this library and not yet freed, with no
+ * call on it in progress; it must not be used afterwards.
+ */
+void frognano_env_free(struct FrognanoEnv *env);
+
+/**
+ * Rolls out a baseline policy over every task of a set, `workers` episodes in parallel, and
+ * summarises the episodes.
+ *
+ * `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
+ * `"random"` or `"random:SEED"` (random tool calls; seed 0 by default). `workers` is the
+ * number of parallel environments (0 = the number of CPUs; never more than the tasks).
+ *
+ * On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
+ * `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
+ * `resolved_rate`, `met_failure`, `recovered`, `recovery_rate`, `mean_steps`,
+ * `tool_errors`, `test_runs`, `truncated`, plus `steps_per_s` (environment steps per second
+ * of wall-clock time) and `failed_tasks` (tasks that could not be reset, e.g. a missing
+ * repository; they are skipped, not counted as episodes). On failure returns an owned error
+ * and leaves `*out_summary_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an
+ * unknown policy). Thread safety: may be called from any thread, also on a sandbox and a
+ * task set other threads use at the same time.
+ *
+ * # Safety
+ *
+ * `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed; `tasks`
+ * must be `NULL` or a task set returned by this library and not yet freed; `policy` must be
+ * `NULL` or a NUL-terminated string; `out_summary_json` must be `NULL` or point to writable
+ * storage for a pointer.
+ */
+struct FrognanoError *frognano_evaluate(const struct FrognanoSandbox *sandbox,
+                                        const struct FrognanoTaskSet *tasks,
+                                        const char *policy,
+                                        size_t workers,
+                                        char **out_summary_json);
 
 #ifdef __cplusplus
 }  // extern "C"

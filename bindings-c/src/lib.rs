@@ -6,10 +6,11 @@
 //!
 //! # Conventions
 //!
-//! - **Handles.** `FrognanoSandbox`, `FrognanoReport` and `FrognanoError` are opaque. Each is
-//!   created by this library and released with its own `_free` function
-//!   (`frognano_sandbox_free`, `frognano_report_free`, `frognano_error_free`); every `_free`
-//!   accepts `NULL`. Strings returned as `char *` are owned by the caller and released with
+//! - **Handles.** `FrognanoSandbox`, `FrognanoReport`, `FrognanoTaskSet`, `FrognanoEnv`,
+//!   `FrognanoStep` and `FrognanoError` are opaque. Each is created by this library and
+//!   released with its own `_free` function (`frognano_sandbox_free`, `frognano_report_free`,
+//!   `frognano_task_set_free`, `frognano_env_free`, `frognano_step_free`,
+//!   `frognano_error_free`); every `_free` accepts `NULL`. Strings returned as `char *` are owned by the caller and released with
 //!   `frognano_string_free`; strings returned as `const char *` are borrowed from the handle
 //!   they were read from and stay valid until that handle is freed.
 //! - **Errors.** Every fallible function returns `FrognanoError *`: `NULL` on success, else an
@@ -22,7 +23,11 @@
 //!   fallback value).
 //! - **Threads.** A `FrognanoSandbox` may be used from several threads at once. Reports and
 //!   errors are immutable once returned: reading one from several threads at once is safe,
-//!   freeing it while another thread still reads it is not.
+//!   freeing it while another thread still reads it is not. Task sets and steps are immutable
+//!   likewise. A `FrognanoEnv` is used by one thread at a time.
+//! - **Agent environment.** Tasks, step information and episode records are exchanged as JSON
+//!   text (`frognano_task_set_get_json`, `frognano_step_info_json`,
+//!   `frognano_env_record_json`, `frognano_evaluate`).
 //!
 //! What the guest does (failing tests, timeouts, memory or output floods, interpreter crashes)
 //! is never an error: it is the report's `FrognanoRunOutcome`.
@@ -32,8 +37,13 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::ptr;
+use std::sync::Arc;
 
-use frognano_core::{Limits, RunOutcome, TestOutcome, TestReport};
+use frognano_core::{
+    Action, Limits, Policy, RepoSource, RunOutcome, Task, TestOutcome, TestReport,
+};
+use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
+use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
 use frognano_sandbox::{ImageKind, Sandbox, SandboxError, SandboxOptions, TestRequest};
 
 // ---------------------------------------------------------------------------------------------
@@ -69,6 +79,10 @@ pub enum FrognanoErrorCode {
     InvalidUtf8 = 10,
     /// The library panicked (a bug in FrogNano); the message carries the panic's text.
     Panic = 11,
+    /// A task record or task is malformed, or its bug patch does not apply to the repository.
+    Task = 12,
+    /// An environment was stepped (or its record read) without a running or finished episode.
+    Episode = 13,
 }
 
 /// An error: a code and a human-readable message.
@@ -124,6 +138,23 @@ impl From<SandboxError> for FrognanoError {
             SandboxError::Runtime(_) => FrognanoErrorCode::Runtime,
             SandboxError::Cancelled => FrognanoErrorCode::Cancelled,
             SandboxError::Io { .. } => FrognanoErrorCode::Io,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+impl From<EnvError> for FrognanoError {
+    fn from(err: EnvError) -> Self {
+        let code = match err {
+            EnvError::Sandbox(inner) => return FrognanoError::from(inner),
+            EnvError::TaskRecord { .. } | EnvError::Task { .. } | EnvError::Patch(_) => {
+                FrognanoErrorCode::Task
+            }
+            EnvError::Repo { .. } => FrognanoErrorCode::Repo,
+            EnvError::InvalidOption(_) => FrognanoErrorCode::InvalidOption,
+            EnvError::NoEpisode => FrognanoErrorCode::Episode,
+            EnvError::Io { .. } => FrognanoErrorCode::Io,
+            EnvError::Core(_) => FrognanoErrorCode::Runtime,
         };
         FrognanoError::new(code, err.to_string())
     }
@@ -356,7 +387,8 @@ pub unsafe extern "C" fn frognano_limits_validate(
 /// sandbox at once; it must not be freed while a call on it is in progress.
 #[derive(Debug)]
 pub struct FrognanoSandbox {
-    inner: Sandbox,
+    /// Shared with the environments created from this sandbox (`frognano_env_new`).
+    inner: Arc<Sandbox>,
 }
 
 /// Receives a progress message during sandbox creation (fetching, verifying, compiling).
@@ -445,7 +477,9 @@ pub unsafe extern "C" fn frognano_sandbox_new_with_progress(
                 sink.report(message);
             }
         })?;
-        let handle = Box::into_raw(Box::new(FrognanoSandbox { inner }));
+        let handle = Box::into_raw(Box::new(FrognanoSandbox {
+            inner: Arc::new(inner),
+        }));
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
         unsafe { out.write(handle) };
         Ok(())
@@ -453,7 +487,8 @@ pub unsafe extern "C" fn frognano_sandbox_new_with_progress(
 }
 
 /// Frees a sandbox. `NULL` is accepted and ignored. No call on the sandbox may be in
-/// progress, and the handle must not be used afterwards. Reports obtained from it stay valid.
+/// progress, and the handle must not be used afterwards. Reports obtained from it stay valid,
+/// and so do environments created from it (they share and keep alive its runtime).
 ///
 /// # Safety
 ///
@@ -1046,6 +1081,566 @@ pub unsafe extern "C" fn frognano_report_free(report: *mut FrognanoReport) {
             drop(unsafe { Box::from_raw(report) });
         }
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent environment: task sets, environments, steps, evaluation
+// ---------------------------------------------------------------------------------------------
+
+/// Writes an owned C string to a non-NULL out-parameter.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn write_string(out: *mut *mut c_char, text: &str) {
+    let text = c_string(text).into_raw();
+    // SAFETY: the caller guarantees `out` is non-NULL and writable.
+    unsafe { out.write(text) };
+}
+
+/// Serialises a value as JSON text.
+fn to_json(value: &impl serde::Serialize, what: &str) -> Result<String, FrognanoError> {
+    serde_json::to_string(value).map_err(|e| {
+        FrognanoError::new(
+            FrognanoErrorCode::Io,
+            format!("serialise {what} as JSON: {e}"),
+        )
+    })
+}
+
+/// An immutable set of bug-fix tasks, read from a JSONL file by `frognano_tasks_load`.
+///
+/// Freed with `frognano_task_set_free`. Thread safety: immutable, so it may be read from any
+/// number of threads at once (including by `frognano_evaluate`); it must not be freed while
+/// another thread still uses it.
+#[derive(Debug)]
+pub struct FrognanoTaskSet {
+    tasks: Vec<Task>,
+}
+
+/// Loads a JSONL task set (one task record per line; blank lines and `#` comments skipped;
+/// SWE-bench field names accepted). Relative repository paths are resolved against the
+/// directory of the JSONL file, so the tasks read back hold absolute paths.
+///
+/// On success writes an owned handle to `*out` (free it with `frognano_task_set_free`) and
+/// returns `NULL`. On failure returns an owned error and leaves `*out` untouched:
+/// `FROGNANO_ERROR_CODE_TASK` for an unreadable file or a malformed record (the message names
+/// the line and field). Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `path` must be `NULL` or a NUL-terminated string; `out` must be `NULL` or point to writable
+/// storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_tasks_load(
+    path: *const c_char,
+    out: *mut *mut FrognanoTaskSet,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let path = unsafe { str_arg(path, "path") }?;
+        out_arg(out, "out")?;
+        let tasks = taskset::load_tasks(Path::new(path))?;
+        let handle = Box::into_raw(Box::new(FrognanoTaskSet { tasks }));
+        // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+/// Returns the number of tasks in a set; 0 when `tasks` is `NULL`. Valid indices for
+/// `frognano_task_set_get_json` are `0` to this minus 1. Thread safety: may be called from any
+/// thread.
+///
+/// # Safety
+///
+/// `tasks` must be `NULL` or a task set returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_task_set_len(tasks: *const FrognanoTaskSet) -> usize {
+    guard_value(0, || {
+        // SAFETY: the caller passes NULL or a live task-set handle.
+        unsafe { tasks.as_ref() }.map_or(0, |t| t.tasks.len())
+    })
+}
+
+/// Serialises task `index` of a set as one JSON object (the task record, with the absolute
+/// repository path), suitable for `frognano_env_reset`.
+///
+/// On success writes an owned UTF-8 string to `*out_json` (free it with
+/// `frognano_string_free`) and returns `NULL`; on failure returns an owned error and leaves
+/// `*out_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` when `index` is out of range).
+/// Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `tasks` must be `NULL` or a task set returned by this library and not yet freed. `out_json`
+/// must be `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_task_set_get_json(
+    tasks: *const FrognanoTaskSet,
+    index: usize,
+    out_json: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live task-set handle.
+        let tasks = unsafe { tasks.as_ref() }.ok_or_else(|| FrognanoError::null("tasks"))?;
+        out_arg(out_json, "out_json")?;
+        let task = tasks.tasks.get(index).ok_or_else(|| {
+            FrognanoError::new(
+                FrognanoErrorCode::InvalidOption,
+                format!(
+                    "task index {index} is out of range (the set has {} tasks)",
+                    tasks.tasks.len()
+                ),
+            )
+        })?;
+        let json = to_json(task, "task")?;
+        // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
+        // writable.
+        unsafe { write_string(out_json, &json) };
+        Ok(())
+    })
+}
+
+/// Frees a task set. `NULL` is accepted and ignored. No other thread may still use it.
+///
+/// # Safety
+///
+/// `tasks` must be `NULL` or a task set returned by this library and not yet freed, that no
+/// other thread is using; it must not be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_task_set_free(tasks: *mut FrognanoTaskSet) {
+    guard_value((), || {
+        if !tasks.is_null() {
+            // SAFETY: a non-NULL `tasks` was created by `Box::into_raw` in this library and
+            // the caller hands back its ownership exactly once.
+            drop(unsafe { Box::from_raw(tasks) });
+        }
+    });
+}
+
+/// An agent environment: one bug-fix episode at a time over a sandboxed repository.
+///
+/// Created by `frognano_env_new`, freed with `frognano_env_free`. An episode starts with
+/// `frognano_env_reset`, advances one tool call per `frognano_env_step`, and ends when the
+/// agent submits (the final state is graded by running the task's tests) or the step budget
+/// runs out. Thread safety: an environment is used by one thread at a time (calls on it must
+/// not overlap); different environments may be used from different threads at once.
+#[derive(Debug)]
+pub struct FrognanoEnv {
+    inner: RepoEnv,
+}
+
+/// Creates an environment over `sandbox`, with a budget of `max_steps` steps per episode
+/// (0 selects the default, 30). The environment shares the sandbox's runtime and keeps it
+/// alive: the sandbox may be freed before the environment.
+///
+/// On success writes an owned handle to `*out` (free it with `frognano_env_free`) and returns
+/// `NULL`; on failure returns an owned error and leaves `*out` untouched. Thread safety: may
+/// be called from any thread.
+///
+/// # Safety
+///
+/// `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed; `out`
+/// must be `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_env_new(
+    sandbox: *const FrognanoSandbox,
+    max_steps: usize,
+    out: *mut *mut FrognanoEnv,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live sandbox handle.
+        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        out_arg(out, "out")?;
+        let defaults = EnvConfig::default();
+        let config = EnvConfig {
+            max_steps: if max_steps == 0 {
+                defaults.max_steps
+            } else {
+                max_steps
+            },
+            ..defaults
+        };
+        let inner = RepoEnv::new(Arc::clone(&sandbox.inner), config)?;
+        let handle = Box::into_raw(Box::new(FrognanoEnv { inner }));
+        // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+/// Makes the repository path of a task absolute, against the current directory.
+fn absolutize(task: &mut Task) -> Result<(), FrognanoError> {
+    let path = match &mut task.repo {
+        RepoSource::Path { path, .. } | RepoSource::Bundle { path, .. } => path,
+    };
+    if path.is_relative() {
+        *path = std::path::absolute(&*path).map_err(|e| {
+            FrognanoError::new(
+                FrognanoErrorCode::Io,
+                format!("resolve {}: {e}", path.display()),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Starts a new episode on the task given as one JSON task record (the form of
+/// `frognano_task_set_get_json` and of a line of a task-set file). A relative repository
+/// path is resolved against the current directory. Any running episode is abandoned.
+///
+/// On success writes the first observation (the problem statement and a map of the
+/// repository) as an owned UTF-8 string to `*out_observation` (free it with
+/// `frognano_string_free`) and returns `NULL`. On failure returns an owned error and leaves
+/// `*out_observation` untouched: `FROGNANO_ERROR_CODE_TASK` for a malformed task or a bug
+/// patch that does not apply, `FROGNANO_ERROR_CODE_REPO` for a missing repository.
+/// Thread safety: one thread at a time per environment.
+///
+/// # Safety
+///
+/// `env` must be `NULL` or an environment returned by this library and not yet freed, not in
+/// use by another thread; `task_json` must be `NULL` or a NUL-terminated string;
+/// `out_observation` must be `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_env_reset(
+    env: *mut FrognanoEnv,
+    task_json: *const c_char,
+    out_observation: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live environment used by this thread only.
+        let env = unsafe { env.as_mut() }.ok_or_else(|| FrognanoError::null("env"))?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let task_json = unsafe { str_arg(task_json, "task_json") }?;
+        out_arg(out_observation, "out_observation")?;
+        let mut task = taskset::parse_task(task_json)
+            .map_err(|e| FrognanoError::new(FrognanoErrorCode::Task, format!("task_json: {e}")))?;
+        absolutize(&mut task)?;
+        let observation = env.inner.reset_task(&task)?;
+        // SAFETY: `out_observation` is non-NULL (checked above) and the caller guarantees it
+        // is writable.
+        unsafe { write_string(out_observation, &observation.text) };
+        Ok(())
+    })
+}
+
+/// The result of one environment step: observation, reward, end flags and structured info.
+///
+/// Returned by `frognano_env_step`, freed with `frognano_step_free`. Immutable: it may be read
+/// from any thread; strings read from it stay valid until it is freed.
+#[derive(Debug)]
+pub struct FrognanoStep {
+    observation: CString,
+    reward: f64,
+    terminated: bool,
+    truncated: bool,
+    is_error: bool,
+    info_json: CString,
+}
+
+/// Takes one step: `action` is the agent's text, either the tool grammar (e.g. `"test"`,
+/// `"view path"`, `"submit"`) or a JSON tool call. A malformed action or a failed tool call is
+/// not an error: the step's observation explains it and `frognano_step_is_error` is true.
+///
+/// On success writes an owned step to `*out` (free it with `frognano_step_free`) and returns
+/// `NULL`. On failure returns an owned error and leaves `*out` untouched:
+/// `FROGNANO_ERROR_CODE_EPISODE` when no episode is running (never reset, or it ended).
+/// Thread safety: one thread at a time per environment.
+///
+/// # Safety
+///
+/// `env` must be `NULL` or an environment returned by this library and not yet freed, not in
+/// use by another thread; `action` must be `NULL` or a NUL-terminated string; `out` must be
+/// `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_env_step(
+    env: *mut FrognanoEnv,
+    action: *const c_char,
+    out: *mut *mut FrognanoStep,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live environment used by this thread only.
+        let env = unsafe { env.as_mut() }.ok_or_else(|| FrognanoError::null("env"))?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let action = unsafe { str_arg(action, "action") }?;
+        out_arg(out, "out")?;
+        let result = env.inner.step_action(&Action::Text {
+            text: action.to_owned(),
+        })?;
+        let info_json = to_json(&result.info, "step info")?;
+        let step = FrognanoStep {
+            observation: c_string(&result.observation.text),
+            reward: result.reward,
+            terminated: result.terminated,
+            truncated: result.truncated,
+            is_error: result.observation.is_error,
+            info_json: c_string(&info_json),
+        };
+        let handle = Box::into_raw(Box::new(step));
+        // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+/// Reads a field of a step; `fallback` when the step is NULL or the accessor panics.
+///
+/// # Safety
+/// `step` is NULL or a live step handle.
+unsafe fn read_step<T>(
+    step: *const FrognanoStep,
+    fallback: T,
+    read: impl FnOnce(&FrognanoStep) -> T,
+) -> T {
+    // SAFETY: the caller guarantees `step` is NULL or a live step handle.
+    let step = unsafe { step.as_ref() };
+    match catch_unwind(AssertUnwindSafe(|| step.map(read))) {
+        Ok(Some(value)) => value,
+        Ok(None) | Err(_) => fallback,
+    }
+}
+
+/// Returns the step's observation, the text the agent sees next (borrowed, valid until the
+/// step is freed); `NULL` when `step` is `NULL`.
+///
+/// # Safety
+///
+/// `step` must be `NULL` or a step returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_step_observation(step: *const FrognanoStep) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe { read_step(step, ptr::null(), |s| s.observation.as_ptr()) }
+}
+
+/// Returns the step's reward (1 for a submit that resolves the task, 0 otherwise); NaN when
+/// `step` is `NULL`.
+///
+/// # Safety
+///
+/// `step` must be `NULL` or a step returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_step_reward(step: *const FrognanoStep) -> f64 {
+    // SAFETY: same contract as this function.
+    unsafe { read_step(step, f64::NAN, |s| s.reward) }
+}
+
+/// Returns true when the agent ended the episode (submit); false when `step` is `NULL`.
+///
+/// # Safety
+///
+/// `step` must be `NULL` or a step returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_step_terminated(step: *const FrognanoStep) -> bool {
+    // SAFETY: same contract as this function.
+    unsafe { read_step(step, false, |s| s.terminated) }
+}
+
+/// Returns true when a budget cut the episode short (it was graded as it stood); false when
+/// `step` is `NULL`.
+///
+/// # Safety
+///
+/// `step` must be `NULL` or a step returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_step_truncated(step: *const FrognanoStep) -> bool {
+    // SAFETY: same contract as this function.
+    unsafe { read_step(step, false, |s| s.truncated) }
+}
+
+/// Returns true when the observation reports a malformed action or a failed tool call; false
+/// when `step` is `NULL`.
+///
+/// # Safety
+///
+/// `step` must be `NULL` or a step returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_step_is_error(step: *const FrognanoStep) -> bool {
+    // SAFETY: same contract as this function.
+    unsafe { read_step(step, false, |s| s.is_error) }
+}
+
+/// Returns the step's structured information (per-test results, grading, timings) as JSON
+/// text (borrowed, valid until the step is freed); `NULL` when `step` is `NULL`.
+///
+/// # Safety
+///
+/// `step` must be `NULL` or a step returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_step_info_json(step: *const FrognanoStep) -> *const c_char {
+    // SAFETY: same contract as this function.
+    unsafe { read_step(step, ptr::null(), |s| s.info_json.as_ptr()) }
+}
+
+/// Frees a step. `NULL` is accepted and ignored. Strings borrowed from it become invalid; no
+/// other thread may still be reading it.
+///
+/// # Safety
+///
+/// `step` must be `NULL` or a step returned by this library and not yet freed, that no other
+/// thread is reading; it must not be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_step_free(step: *mut FrognanoStep) {
+    guard_value((), || {
+        if !step.is_null() {
+            // SAFETY: a non-NULL `step` was created by `Box::into_raw` in this library and the
+            // caller hands back its ownership exactly once.
+            drop(unsafe { Box::from_raw(step) });
+        }
+    });
+}
+
+/// Serialises the record of the current or last episode (task, every step with its action,
+/// observation and reward, the outcome and grading) as one JSON object: a training
+/// trajectory.
+///
+/// On success writes an owned UTF-8 string to `*out_json` (free it with
+/// `frognano_string_free`) and returns `NULL`. On failure returns an owned error and leaves
+/// `*out_json` untouched: `FROGNANO_ERROR_CODE_EPISODE` when the environment never had an
+/// episode. Thread safety: one thread at a time per environment.
+///
+/// # Safety
+///
+/// `env` must be `NULL` or an environment returned by this library and not yet freed, not in
+/// use by another thread; `out_json` must be `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_env_record_json(
+    env: *const FrognanoEnv,
+    out_json: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live environment used by this thread only.
+        let env = unsafe { env.as_ref() }.ok_or_else(|| FrognanoError::null("env"))?;
+        out_arg(out_json, "out_json")?;
+        let record = env
+            .inner
+            .record()
+            .ok_or_else(|| FrognanoError::from(EnvError::NoEpisode))?;
+        let json = to_json(&record, "episode record")?;
+        // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
+        // writable.
+        unsafe { write_string(out_json, &json) };
+        Ok(())
+    })
+}
+
+/// Frees an environment and its workspace. `NULL` is accepted and ignored. No call on it may
+/// be in progress, and the handle must not be used afterwards.
+///
+/// # Safety
+///
+/// `env` must be `NULL` or an environment returned by this library and not yet freed, with no
+/// call on it in progress; it must not be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_env_free(env: *mut FrognanoEnv) {
+    guard_value((), || {
+        if !env.is_null() {
+            // SAFETY: a non-NULL `env` was created by `Box::into_raw` in this library and the
+            // caller hands back its ownership exactly once, with no call in progress.
+            drop(unsafe { Box::from_raw(env) });
+        }
+    });
+}
+
+/// Builds a baseline policy from its name.
+fn baseline_policy(name: &str, tasks: &[Task]) -> Result<Box<dyn Policy>, FrognanoError> {
+    let invalid = |message: String| FrognanoError::new(FrognanoErrorCode::InvalidOption, message);
+    match name {
+        "oracle" => Ok(Box::new(OraclePolicy::new(tasks))),
+        "noop" => Ok(Box::new(NoopPolicy)),
+        "random" => Ok(Box::new(RandomPolicy::new(0, 0.02))),
+        _ => match name.strip_prefix("random:") {
+            Some(seed) => {
+                let seed = seed
+                    .parse::<u64>()
+                    .map_err(|e| invalid(format!("policy {name:?}: bad seed: {e}")))?;
+                Ok(Box::new(RandomPolicy::new(seed, 0.02)))
+            }
+            None => Err(invalid(format!(
+                "unknown policy {name:?} (expected \"oracle\", \"noop\", \"random\" or \
+                 \"random:SEED\")"
+            ))),
+        },
+    }
+}
+
+/// Rolls out a baseline policy over every task of a set, `workers` episodes in parallel, and
+/// summarises the episodes.
+///
+/// `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
+/// `"random"` or `"random:SEED"` (random tool calls; seed 0 by default). `workers` is the
+/// number of parallel environments (0 = the number of CPUs; never more than the tasks).
+///
+/// On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
+/// `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
+/// `resolved_rate`, `met_failure`, `recovered`, `recovery_rate`, `mean_steps`,
+/// `tool_errors`, `test_runs`, `truncated`, plus `steps_per_s` (environment steps per second
+/// of wall-clock time) and `failed_tasks` (tasks that could not be reset, e.g. a missing
+/// repository; they are skipped, not counted as episodes). On failure returns an owned error
+/// and leaves `*out_summary_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an
+/// unknown policy). Thread safety: may be called from any thread, also on a sandbox and a
+/// task set other threads use at the same time.
+///
+/// # Safety
+///
+/// `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed; `tasks`
+/// must be `NULL` or a task set returned by this library and not yet freed; `policy` must be
+/// `NULL` or a NUL-terminated string; `out_summary_json` must be `NULL` or point to writable
+/// storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_evaluate(
+    sandbox: *const FrognanoSandbox,
+    tasks: *const FrognanoTaskSet,
+    policy: *const c_char,
+    workers: usize,
+    out_summary_json: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live sandbox handle.
+        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        // SAFETY: the caller passes NULL or a live task-set handle.
+        let tasks = unsafe { tasks.as_ref() }.ok_or_else(|| FrognanoError::null("tasks"))?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let policy = unsafe { str_arg(policy, "policy") }?;
+        out_arg(out_summary_json, "out_summary_json")?;
+        let tasks = &tasks.tasks;
+        let mut policy = baseline_policy(policy, tasks)?;
+        let workers = if workers == 0 {
+            std::thread::available_parallelism().map_or(1, usize::from)
+        } else {
+            workers
+        };
+        let envs = workers.clamp(1, tasks.len().max(1));
+        let mut pool = EnvPool::new(
+            Arc::clone(&sandbox.inner),
+            envs,
+            workers,
+            EnvConfig::default(),
+        )?;
+        let mut records = Vec::new();
+        let mut failed_tasks = 0usize;
+        let stats = pool.rollout(
+            policy.as_mut(),
+            tasks,
+            |record| records.push(record),
+            |_, _| failed_tasks += 1,
+        )?;
+        let summary = EvalSummary::of(&records);
+        let mut value = serde_json::to_value(&summary).map_err(|e| {
+            FrognanoError::new(
+                FrognanoErrorCode::Io,
+                format!("serialise the summary as JSON: {e}"),
+            )
+        })?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("steps_per_s".into(), stats.steps_per_s().into());
+            object.insert("failed_tasks".into(), failed_tasks.into());
+        }
+        let json = to_json(&value, "summary")?;
+        // SAFETY: `out_summary_json` is non-NULL (checked above) and the caller guarantees it
+        // is writable.
+        unsafe { write_string(out_summary_json, &json) };
+        Ok(())
+    })
 }
 
 #[cfg(test)]

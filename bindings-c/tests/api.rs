@@ -553,3 +553,365 @@ fn version_is_reported() {
         Some(env!("CARGO_PKG_VERSION"))
     );
 }
+
+// -------------------------------------------------------------------------------------------
+// Agent environment
+// -------------------------------------------------------------------------------------------
+
+fn sample_tasks_path() -> CString {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/sample.jsonl");
+    cstring(path.to_str().expect("UTF-8 path"))
+}
+
+/// Loads a task set, panicking on error.
+fn load_tasks(path: &CStr) -> *mut FrognanoTaskSet {
+    let mut tasks = ptr::null_mut();
+    // SAFETY: valid string and out-pointer.
+    assert_ok(unsafe { frognano_tasks_load(path.as_ptr(), &mut tasks) });
+    assert!(!tasks.is_null());
+    tasks
+}
+
+/// Reads task `index` of a set as JSON.
+fn task_json(tasks: *const FrognanoTaskSet, index: usize) -> String {
+    let mut json = ptr::null_mut();
+    // SAFETY: live task set and valid out-pointer; the string is freed once below.
+    unsafe {
+        assert_ok(frognano_task_set_get_json(tasks, index, &mut json));
+        let text = read(json).expect("json");
+        frognano_string_free(json);
+        text
+    }
+}
+
+/// Takes a step and returns it, or the error.
+fn step(
+    env: *mut FrognanoEnv,
+    action: &str,
+) -> Result<*mut FrognanoStep, (FrognanoErrorCode, String)> {
+    let action = cstring(action);
+    let mut out = ptr::null_mut();
+    // SAFETY: live environment, valid string and out-pointer.
+    let error = unsafe { frognano_env_step(env, action.as_ptr(), &mut out) };
+    if error.is_null() {
+        assert!(!out.is_null());
+        Ok(out)
+    } else {
+        assert!(out.is_null(), "out-parameter written on failure");
+        Err(take_error(error))
+    }
+}
+
+/// Runs `frognano_evaluate` and returns the parsed summary.
+fn evaluate(tasks: *const FrognanoTaskSet, policy: &str) -> serde_json::Value {
+    let policy = cstring(policy);
+    let mut json = ptr::null_mut();
+    // SAFETY: live handles, valid string and out-pointer; the string is freed once below.
+    unsafe {
+        assert_ok(frognano_evaluate(
+            shared_sandbox(),
+            tasks,
+            policy.as_ptr(),
+            0,
+            &mut json,
+        ));
+        let text = read(json).expect("summary");
+        frognano_string_free(json);
+        serde_json::from_str(&text).expect("summary JSON")
+    }
+}
+
+#[test]
+fn sample_tasks_load_and_read_back_as_json() {
+    let tasks = load_tasks(&sample_tasks_path());
+    // SAFETY: live task set, freed once at the end.
+    unsafe {
+        assert_eq!(frognano_task_set_len(tasks), 12);
+        let task: serde_json::Value =
+            serde_json::from_str(&task_json(tasks, 0)).expect("task JSON");
+        assert_eq!(task["id"], "tinyparse-interpolation-depth-001");
+        let repo = task["repo"]["path"].as_str().expect("repo path");
+        assert!(Path::new(repo).is_absolute(), "{repo}");
+
+        let mut json = ptr::null_mut();
+        let (code, message) = take_error(frognano_task_set_get_json(tasks, 12, &mut json));
+        assert_eq!(code, FrognanoErrorCode::InvalidOption);
+        assert!(message.contains("out of range"), "{message}");
+        assert!(json.is_null());
+
+        frognano_task_set_free(tasks);
+    }
+}
+
+#[test]
+fn malformed_task_files_and_records_are_task_errors() {
+    let mut tasks = ptr::null_mut();
+    let missing = cstring("/nonexistent/frognano-tasks.jsonl");
+    // SAFETY: valid strings and out-pointers.
+    unsafe {
+        let (code, _) = take_error(frognano_tasks_load(missing.as_ptr(), &mut tasks));
+        assert_eq!(code, FrognanoErrorCode::Task);
+        assert!(tasks.is_null());
+
+        let mut env = ptr::null_mut();
+        assert_ok(frognano_env_new(shared_sandbox(), 0, &mut env));
+        let mut observation = ptr::null_mut();
+        let bad = cstring("{\"id\": 3}");
+        let (code, _) = take_error(frognano_env_reset(env, bad.as_ptr(), &mut observation));
+        assert_eq!(code, FrognanoErrorCode::Task);
+        assert!(observation.is_null());
+        frognano_env_free(env);
+    }
+}
+
+#[test]
+fn an_episode_runs_tests_handles_bad_actions_and_ends_on_submit() {
+    let tasks = load_tasks(&sample_tasks_path());
+    let task = cstring(&task_json(tasks, 0));
+    // SAFETY: live handles and valid pointers; each handle is freed once.
+    unsafe {
+        frognano_task_set_free(tasks);
+        let mut env = ptr::null_mut();
+        assert_ok(frognano_env_new(shared_sandbox(), 0, &mut env));
+
+        // No episode yet: stepping and reading the record are episode errors.
+        let (code, _) = step(env, "test").expect_err("step before reset");
+        assert_eq!(code, FrognanoErrorCode::Episode);
+        let mut record = ptr::null_mut();
+        let (code, _) = take_error(frognano_env_record_json(env, &mut record));
+        assert_eq!(code, FrognanoErrorCode::Episode);
+        assert!(record.is_null());
+
+        let mut observation = ptr::null_mut();
+        assert_ok(frognano_env_reset(env, task.as_ptr(), &mut observation));
+        let first = read(observation).expect("observation");
+        frognano_string_free(observation);
+        assert!(!first.is_empty());
+
+        let test = step(env, "test").expect("test step");
+        let text = read(frognano_step_observation(test)).expect("observation");
+        assert!(text.to_lowercase().contains("fail"), "{text}");
+        assert!(!frognano_step_terminated(test));
+        assert!(!frognano_step_truncated(test));
+        assert!(!frognano_step_is_error(test));
+        let info: serde_json::Value =
+            serde_json::from_str(&read(frognano_step_info_json(test)).expect("info"))
+                .expect("info JSON");
+        assert!(!info.is_null());
+        frognano_step_free(test);
+
+        let bad = step(env, "%%% not a tool call {").expect("malformed action is a step");
+        assert!(frognano_step_is_error(bad));
+        assert!(!frognano_step_terminated(bad));
+        assert!(read(frognano_step_observation(bad)).is_some());
+        frognano_step_free(bad);
+
+        let submit = step(env, "submit").expect("submit step");
+        assert!(frognano_step_terminated(submit));
+        assert_eq!(frognano_step_reward(submit), 0.0);
+        frognano_step_free(submit);
+
+        let (code, message) = step(env, "test").expect_err("step after the end");
+        assert_eq!(code, FrognanoErrorCode::Episode, "{message}");
+
+        assert_ok(frognano_env_record_json(env, &mut record));
+        let record_json: serde_json::Value =
+            serde_json::from_str(&read(record).expect("record")).expect("record JSON");
+        frognano_string_free(record);
+        assert!(
+            record_json
+                .to_string()
+                .contains("tinyparse-interpolation-depth-001")
+        );
+
+        frognano_env_free(env);
+    }
+}
+
+#[test]
+fn env_functions_reject_null_arguments() {
+    let path = sample_tasks_path();
+    let policy = cstring("oracle");
+    let action = cstring("test");
+    // SAFETY: every pointer is NULL or valid; handles are freed once.
+    unsafe {
+        let mut tasks = ptr::null_mut();
+        let null = FrognanoErrorCode::NullPointer;
+        assert_eq!(
+            take_error(frognano_tasks_load(ptr::null(), &mut tasks)).0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_tasks_load(path.as_ptr(), ptr::null_mut())).0,
+            null
+        );
+        assert!(tasks.is_null());
+        let mut json = ptr::null_mut();
+        assert_eq!(
+            take_error(frognano_task_set_get_json(ptr::null(), 0, &mut json)).0,
+            null
+        );
+        assert_eq!(frognano_task_set_len(ptr::null()), 0);
+
+        let mut env = ptr::null_mut();
+        assert_eq!(
+            take_error(frognano_env_new(ptr::null(), 0, &mut env)).0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_env_new(shared_sandbox(), 0, ptr::null_mut())).0,
+            null
+        );
+        assert!(env.is_null());
+        assert_ok(frognano_env_new(shared_sandbox(), 5, &mut env));
+
+        let mut text = ptr::null_mut();
+        assert_eq!(
+            take_error(frognano_env_reset(
+                ptr::null_mut(),
+                path.as_ptr(),
+                &mut text
+            ))
+            .0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_env_reset(env, ptr::null(), &mut text)).0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_env_reset(env, path.as_ptr(), ptr::null_mut())).0,
+            null
+        );
+        let mut out = ptr::null_mut();
+        assert_eq!(
+            take_error(frognano_env_step(
+                ptr::null_mut(),
+                action.as_ptr(),
+                &mut out
+            ))
+            .0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_env_step(env, ptr::null(), &mut out)).0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_env_step(env, action.as_ptr(), ptr::null_mut())).0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_env_record_json(ptr::null(), &mut json)).0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_env_record_json(env, ptr::null_mut())).0,
+            null
+        );
+        assert!(text.is_null() && out.is_null() && json.is_null());
+
+        let set = load_tasks(&path);
+        assert_eq!(
+            take_error(frognano_evaluate(
+                ptr::null(),
+                set,
+                policy.as_ptr(),
+                1,
+                &mut json
+            ))
+            .0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_evaluate(
+                shared_sandbox(),
+                ptr::null(),
+                policy.as_ptr(),
+                1,
+                &mut json
+            ))
+            .0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_evaluate(
+                shared_sandbox(),
+                set,
+                ptr::null(),
+                1,
+                &mut json
+            ))
+            .0,
+            null
+        );
+        assert_eq!(
+            take_error(frognano_evaluate(
+                shared_sandbox(),
+                set,
+                policy.as_ptr(),
+                1,
+                ptr::null_mut()
+            ))
+            .0,
+            null
+        );
+        let unknown = cstring("clever");
+        assert_eq!(
+            take_error(frognano_evaluate(
+                shared_sandbox(),
+                set,
+                unknown.as_ptr(),
+                1,
+                &mut json
+            ))
+            .0,
+            FrognanoErrorCode::InvalidOption
+        );
+        assert!(json.is_null());
+
+        // Accessors of a NULL step give their fallbacks; the frees accept NULL.
+        assert!(frognano_step_observation(ptr::null()).is_null());
+        assert!(frognano_step_info_json(ptr::null()).is_null());
+        assert!(frognano_step_reward(ptr::null()).is_nan());
+        assert!(!frognano_step_terminated(ptr::null()));
+        assert!(!frognano_step_truncated(ptr::null()));
+        assert!(!frognano_step_is_error(ptr::null()));
+        frognano_step_free(ptr::null_mut());
+        frognano_env_free(ptr::null_mut());
+        frognano_task_set_free(ptr::null_mut());
+
+        frognano_task_set_free(set);
+        frognano_env_free(env);
+    }
+}
+
+#[test]
+fn evaluate_oracle_resolves_and_noop_does_not() {
+    // A set of the first three sample tasks: their JSON already holds absolute repo paths.
+    let all = load_tasks(&sample_tasks_path());
+    let lines: Vec<String> = (0..3).map(|i| task_json(all, i)).collect();
+    // SAFETY: live task set, freed once.
+    unsafe { frognano_task_set_free(all) };
+    let dir = std::env::temp_dir().join(format!("frognano-c-test-tasks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let file = dir.join("three.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("write");
+    let tasks = load_tasks(&cstring(file.to_str().expect("UTF-8 path")));
+    let _ = std::fs::remove_dir_all(&dir);
+    // SAFETY: live task set.
+    assert_eq!(unsafe { frognano_task_set_len(tasks) }, 3);
+
+    let oracle = evaluate(tasks, "oracle");
+    assert_eq!(oracle["episodes"], 3, "{oracle}");
+    assert_eq!(oracle["resolved_rate"], 1.0, "{oracle}");
+    assert_eq!(oracle["failed_tasks"], 0, "{oracle}");
+    assert!(oracle["steps_per_s"].as_f64().is_some(), "{oracle}");
+
+    let noop = evaluate(tasks, "noop");
+    assert_eq!(noop["episodes"], 3, "{noop}");
+    assert_eq!(noop["resolved_rate"], 0.0, "{noop}");
+
+    // SAFETY: live task set, freed once.
+    unsafe { frognano_task_set_free(tasks) };
+}
