@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use frognano_sandbox::GUEST_WORK;
 use regex::RegexBuilder;
 
 use crate::protocol::ToolRequest;
@@ -116,11 +117,13 @@ impl Workspace {
         let trimmed = raw
             .trim()
             .trim_matches(|c| c == '`' || c == '"' || c == '\'');
-        // The sandbox mounts the repository at /work; accept paths written that way.
-        let relative = trimmed
-            .strip_prefix("/work/")
-            .or_else(|| (trimmed == "/work").then_some(""))
-            .unwrap_or(trimmed);
+        // Test runs see the repository at the sandbox's mount point; accept paths written
+        // that way (they appear in tracebacks).
+        let relative = match trimmed.strip_prefix(GUEST_WORK) {
+            Some("") => "",
+            Some(rest) if rest.starts_with('/') => &rest[1..],
+            _ => trimmed,
+        };
         if relative.starts_with('/') || relative.starts_with('~') || relative.contains('\\') {
             return Err(format!(
                 "`{raw}` is outside the repository: paths are relative to its root, e.g. `pkg/module.py`."
@@ -656,7 +659,12 @@ mod tests {
     #[test]
     fn paths_are_normalised_or_refused() {
         assert_eq!(Workspace::resolve("./a/b.py"), Ok("a/b.py".into()));
-        assert_eq!(Workspace::resolve("/work/a/../b.py"), Ok("b.py".into()));
+        assert_eq!(
+            Workspace::resolve(&format!("{GUEST_WORK}/a/../b.py")),
+            Ok("b.py".into())
+        );
+        assert_eq!(Workspace::resolve(GUEST_WORK), Ok(String::new()));
+        assert!(Workspace::resolve(&format!("{GUEST_WORK}x/a.py")).is_err());
         assert_eq!(Workspace::resolve("."), Ok(String::new()));
         for bad in ["/etc/passwd", "../x", "a/../../x", "~/x", "a\\..\\x"] {
             assert!(Workspace::resolve(bad).is_err(), "{bad}");
