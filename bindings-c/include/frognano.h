@@ -826,7 +826,8 @@ void frognano_env_free(struct FrognanoEnv *env);
  *
  * `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
  * `"random"` or `"random:SEED"` (random tool calls; seed 0 by default). `workers` is the
- * number of parallel environments (0 = the number of CPUs; never more than the tasks).
+ * number of parallel environments (0 = the sandbox's worker count, by default the number of
+ * CPUs; never more than the tasks).
  *
  * On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
  * `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,

@@ -39,11 +39,8 @@ use std::path::Path;
 use std::ptr;
 use std::sync::Arc;
 
-use frognano_core::{
-    Action, Limits, Policy, RepoSource, RunOutcome, Task, TestOutcome, TestReport,
-};
+use frognano_core::{Action, Limits, RepoSource, RunOutcome, Task, TestOutcome, TestReport};
 use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
-use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
 use frognano_sandbox::{ImageKind, Sandbox, SandboxError, SandboxOptions, TestRequest};
 
 // ---------------------------------------------------------------------------------------------
@@ -1541,34 +1538,13 @@ pub unsafe extern "C" fn frognano_env_free(env: *mut FrognanoEnv) {
     });
 }
 
-/// Builds a baseline policy from its name.
-fn baseline_policy(name: &str, tasks: &[Task]) -> Result<Box<dyn Policy>, FrognanoError> {
-    let invalid = |message: String| FrognanoError::new(FrognanoErrorCode::InvalidOption, message);
-    match name {
-        "oracle" => Ok(Box::new(OraclePolicy::new(tasks))),
-        "noop" => Ok(Box::new(NoopPolicy)),
-        "random" => Ok(Box::new(RandomPolicy::new(0, 0.02))),
-        _ => match name.strip_prefix("random:") {
-            Some(seed) => {
-                let seed = seed
-                    .parse::<u64>()
-                    .map_err(|e| invalid(format!("policy {name:?}: bad seed: {e}")))?;
-                Ok(Box::new(RandomPolicy::new(seed, 0.02)))
-            }
-            None => Err(invalid(format!(
-                "unknown policy {name:?} (expected \"oracle\", \"noop\", \"random\" or \
-                 \"random:SEED\")"
-            ))),
-        },
-    }
-}
-
 /// Rolls out a baseline policy over every task of a set, `workers` episodes in parallel, and
 /// summarises the episodes.
 ///
 /// `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
 /// `"random"` or `"random:SEED"` (random tool calls; seed 0 by default). `workers` is the
-/// number of parallel environments (0 = the number of CPUs; never more than the tasks).
+/// number of parallel environments (0 = the sandbox's worker count, by default the number of
+/// CPUs; never more than the tasks).
 ///
 /// On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
 /// `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
@@ -1603,16 +1579,11 @@ pub unsafe extern "C" fn frognano_evaluate(
         let policy = unsafe { str_arg(policy, "policy") }?;
         out_arg(out_summary_json, "out_summary_json")?;
         let tasks = &tasks.tasks;
-        let mut policy = baseline_policy(policy, tasks)?;
-        let workers = if workers == 0 {
-            std::thread::available_parallelism().map_or(1, usize::from)
-        } else {
-            workers
-        };
-        let envs = workers.clamp(1, tasks.len().max(1));
-        let mut pool = EnvPool::new(
+        let mut policy = frognano_policy::baseline(policy, tasks)
+            .map_err(|e| FrognanoError::new(FrognanoErrorCode::InvalidOption, e.to_string()))?;
+        let mut pool = EnvPool::for_tasks(
             Arc::clone(&sandbox.inner),
-            envs,
+            tasks.len(),
             workers,
             EnvConfig::default(),
         )?;

@@ -6,8 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use frognano_core::{Action, Policy, PolicyContext, PolicyOutput, Task};
 use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
-use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
-use frognano_sandbox::{Sandbox, SandboxError, SandboxOptions};
+use frognano_sandbox::{Sandbox, SandboxOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -444,21 +443,8 @@ impl Policy for PyPolicy {
 }
 
 fn builtin_policy(py: Python<'_>, spec: &str, tasks: &[Task]) -> PyResult<Box<dyn Policy>> {
-    let (name, arg) = spec.split_once(':').unwrap_or((spec, ""));
-    Ok(match name {
-        "oracle" => Box::new(OraclePolicy::new(tasks)),
-        "noop" => Box::new(NoopPolicy),
-        "random" => Box::new(RandomPolicy::new(arg.parse().unwrap_or(0), 0.02)),
-        other => {
-            return Err(error_class(
-                py,
-                "InvalidArgumentError",
-                format!(
-                    "unknown policy {other:?}: oracle, noop, random[:SEED] or an object with act()"
-                ),
-            ));
-        }
-    })
+    frognano_policy::baseline(spec, tasks)
+        .map_err(|e| error_class(py, "InvalidArgumentError", e.to_string()))
 }
 
 /// evaluate(tasks, policy="oracle", *, sandbox=None, workers=None, max_steps=30, out=None)
@@ -492,11 +478,6 @@ fn evaluate<'py>(
             }),
         },
     };
-    let workers = workers.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-    });
     let config = config(
         py,
         max_steps,
@@ -504,7 +485,7 @@ fn evaluate<'py>(
         EnvConfig::default().observation_chars,
     )?;
     let sandbox = sandbox_of(py, sandbox)?;
-    let mut pool = EnvPool::new(sandbox, workers.clamp(1, tasks.len()), workers, config)
+    let mut pool = EnvPool::for_tasks(sandbox, tasks.len(), workers.unwrap_or(0), config)
         .map_err(|e| env_err(py, e))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let mut records = Vec::new();
@@ -594,6 +575,5 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tool_instructions, m)?)?;
     m.add_function(wrap_pyfunction!(tool_schemas, m)?)?;
     m.add_function(wrap_pyfunction!(parse_action, m)?)?;
-    let _ = SandboxError::Cancelled;
     Ok(())
 }

@@ -10,9 +10,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use frognano_core::{Action, Policy, Task};
+use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, EpisodeRecord, EvalSummary, RepoEnv, patch, repo, taskset};
-use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
+use frognano_policy::OraclePolicy;
 use frognano_sandbox::{Sandbox, workspace};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -44,24 +44,6 @@ pub struct EvalArgs {
     max_observation_chars: usize,
     #[command(flatten)]
     image: ImageArgs,
-}
-
-fn make_policy(spec: &str, tasks: &[Task]) -> anyhow::Result<Box<dyn Policy>> {
-    let (name, arg) = spec.split_once(':').unwrap_or((spec, ""));
-    Ok(match name {
-        "oracle" => Box::new(OraclePolicy::new(tasks)),
-        "noop" => Box::new(NoopPolicy),
-        "random" => {
-            let seed = if arg.is_empty() {
-                0
-            } else {
-                arg.parse()
-                    .with_context(|| format!("random:SEED needs an integer seed, got {arg:?}"))?
-            };
-            Box::new(RandomPolicy::new(seed, 0.02))
-        }
-        other => bail!("unknown policy {other:?}: use oracle, noop or random[:SEED]"),
-    })
 }
 
 fn workers(requested: Option<usize>) -> anyhow::Result<usize> {
@@ -96,7 +78,7 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     if tasks.is_empty() {
         bail!("{}: no tasks", path.display());
     }
-    let mut policy = make_policy(&args.policy, &tasks)?;
+    let mut policy = frognano_policy::baseline(&args.policy, &tasks)?;
     let config = EnvConfig {
         max_steps: args.max_steps,
         max_observation_chars: args.max_observation_chars,
@@ -105,7 +87,7 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     config.validate()?;
     let workers = workers(args.workers)?;
     let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
-    let mut pool = EnvPool::new(sandbox, workers.min(tasks.len()), workers, config)?;
+    let mut pool = EnvPool::for_tasks(sandbox, tasks.len(), workers, config)?;
     let mut out = match &args.out {
         Some(path) => Some(BufWriter::new(
             File::create(path).with_context(|| format!("create {}", path.display()))?,

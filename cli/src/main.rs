@@ -378,26 +378,25 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// A bundled example, found from the current directory or from the source tree.
+fn bundled(relative: &str, hint: &str) -> anyhow::Result<PathBuf> {
+    [
+        PathBuf::from(relative),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(relative),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .with_context(|| format!("the bundled {relative} was not found; {hint}"))
+}
+
 fn default_repo() -> anyhow::Result<PathBuf> {
-    let candidates = [
-        PathBuf::from("examples/repos/tinyparse"),
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/repos/tinyparse"),
-    ];
-    candidates
-        .into_iter()
-        .find(|p| p.is_dir())
-        .context("the bundled sample repository was not found; pass --repo DIR")
+    bundled("examples/repos/tinyparse", "pass --repo DIR")
 }
 
 fn default_tasks() -> anyhow::Result<PathBuf> {
-    let candidates = [
-        PathBuf::from("examples/tasks/sample.jsonl"),
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/sample.jsonl"),
-    ];
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .context("the bundled sample tasks were not found; pass --tasks FILE")
+    bundled("examples/tasks/sample.jsonl", "pass --tasks FILE")
 }
 
 fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {

@@ -420,9 +420,9 @@ impl RepoEnv {
         }
         let mut reward = 0.0;
         if submitted || truncated {
-            let grading = grade(repos.sandbox(), ep)?;
-            reward = if grading.resolved { 1.0 } else { 0.0 };
             let current = repo::read_tree(ep.workspace.root())?;
+            let grading = grade(repos.sandbox(), ep, &current)?;
+            reward = if grading.resolved { 1.0 } else { 0.0 };
             let agent_patch = patch::diff_trees(&ep.buggy, &current, 3);
             let outcome = EpisodeOutcome {
                 task_id: ep.task.id.clone(),
@@ -719,11 +719,10 @@ fn describe_run(report: &TestReport, task: &Task, config: &EnvConfig) -> String 
     out
 }
 
-/// Grades the episode's final state in a fresh sandbox: the buggy repository plus the agent's
-/// changes to non-protected files, plus the task's test patch.
-fn grade(sandbox: &Sandbox, ep: &Episode) -> Result<Grading> {
+/// Grades the episode's final state (`current`, the workspace's files) in a fresh sandbox: the
+/// buggy repository plus the agent's changes to non-protected files, plus the task's test patch.
+fn grade(sandbox: &Sandbox, ep: &Episode, current: &FileTree) -> Result<Grading> {
     let started = Instant::now();
-    let current = repo::read_tree(ep.workspace.root())?;
     let mut graded = ep.buggy.clone();
     let mut restored = Vec::new();
     let paths: BTreeSet<&String> = current.keys().chain(ep.buggy.keys()).collect();

@@ -90,6 +90,22 @@ impl EnvPool {
         Ok(EnvPool { envs, workers })
     }
 
+    /// A pool for a task set: one environment per worker (0: the sandbox's worker count), never
+    /// more environments than tasks.
+    pub fn for_tasks(
+        sandbox: Arc<Sandbox>,
+        tasks: usize,
+        workers: usize,
+        config: EnvConfig,
+    ) -> Result<Self> {
+        let workers = if workers == 0 {
+            sandbox.workers()
+        } else {
+            workers
+        };
+        Self::new(sandbox, workers.clamp(1, tasks.max(1)), workers, config)
+    }
+
     /// Number of environments.
     pub fn len(&self) -> usize {
         self.envs.len()

@@ -6,6 +6,35 @@ use frognano_env::{ToolRequest, parse_action, repo};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// The baseline policy a spec names: `oracle` (for `tasks`), `noop`, or `random[:SEED]` (seed
+/// 0 when absent). Used by the CLI and the bindings alike.
+pub fn baseline(spec: &str, tasks: &[Task]) -> Result<Box<dyn frognano_core::Policy>> {
+    let (name, arg) = match spec.split_once(':') {
+        Some((name, arg)) => (name, Some(arg)),
+        None => (spec, None),
+    };
+    match (name, arg) {
+        ("oracle", None) => Ok(Box::new(OraclePolicy::new(tasks))),
+        ("noop", None) => Ok(Box::new(NoopPolicy)),
+        ("random", seed) => {
+            let seed = match seed {
+                None => 0,
+                Some(s) => s.parse::<u64>().map_err(|e| {
+                    Error::invalid(
+                        "policy",
+                        format!("{spec:?}: the seed must be an integer: {e}"),
+                    )
+                })?,
+            };
+            Ok(Box::new(RandomPolicy::new(seed, 0.02)))
+        }
+        _ => Err(Error::invalid(
+            "policy",
+            format!("unknown policy {spec:?}: use oracle, noop or random[:SEED]"),
+        )),
+    }
+}
+
 /// Submits at once: a lower bound (reward 0 on every valid task).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoopPolicy;
@@ -549,6 +578,17 @@ mod tests {
             replace: ">>>>>>> REPLACE\n".into(),
         };
         assert!(matches!(as_action(&marker, Some(now)), Action::Tool(_)));
+    }
+
+    #[test]
+    fn baselines_by_name() {
+        for good in ["oracle", "noop", "random", "random:7"] {
+            assert!(baseline(good, &[]).is_ok(), "{good}");
+        }
+        for bad in ["genius", "random:x", "oracle:1", ""] {
+            let err = baseline(bad, &[]).err().expect(bad).to_string();
+            assert!(err.contains("policy"), "{err}");
+        }
     }
 
     #[test]

@@ -8,4 +8,4 @@
 
 mod baselines;
 
-pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, edits_between};
+pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, baseline, edits_between};
