@@ -39,7 +39,7 @@ use std::path::Path;
 use std::ptr;
 use std::sync::Arc;
 
-use frognano_core::{Action, Limits, RepoSource, RunOutcome, Task, TestOutcome, TestReport};
+use frognano_core::{Action, Limits, RunOutcome, Task, TestOutcome, TestReport};
 use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
 use frognano_sandbox::{ImageKind, Sandbox, SandboxError, SandboxOptions, TestRequest};
 
@@ -1268,17 +1268,13 @@ pub unsafe extern "C" fn frognano_env_new(
 
 /// Makes the repository path of a task absolute, against the current directory.
 fn absolutize(task: &mut Task) -> Result<(), FrognanoError> {
-    let path = match &mut task.repo {
-        RepoSource::Path { path, .. } | RepoSource::Bundle { path, .. } => path,
-    };
-    if path.is_relative() {
-        *path = std::path::absolute(&*path).map_err(|e| {
-            FrognanoError::new(
-                FrognanoErrorCode::Io,
-                format!("resolve {}: {e}", path.display()),
-            )
-        })?;
-    }
+    let cwd = std::env::current_dir().map_err(|e| {
+        FrognanoError::new(
+            FrognanoErrorCode::Io,
+            format!("resolve the repository path: {e}"),
+        )
+    })?;
+    task.repo = task.repo.resolved_against(&cwd);
     Ok(())
 }
 
