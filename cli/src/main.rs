@@ -93,6 +93,9 @@ struct TestArgs {
     /// Disk cap in MiB for the workspace plus /tmp (default 2048).
     #[arg(long)]
     disk_mb: Option<u64>,
+    /// Record the lines of the repository each test executes (in `--json` output).
+    #[arg(long)]
+    coverage: bool,
     #[command(flatten)]
     image: ImageArgs,
     /// Arguments passed to pytest (after `--`).
@@ -274,6 +277,7 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
         pytest_args: args.pytest_args.clone(),
         limits,
         cancel: None,
+        coverage: args.coverage,
     };
     let report = sandbox.run_tests_prepared(&prepared, &request)?;
     if args.json {
@@ -304,7 +308,7 @@ fn report_json(report: &TestReport) -> serde_json::Value {
             value
         })
         .collect();
-    serde_json::json!({
+    let mut value = serde_json::json!({
         "outcome": report.outcome,
         "passed": report.passed,
         "failed": report.failed,
@@ -316,7 +320,11 @@ fn report_json(report: &TestReport) -> serde_json::Value {
         "exit_code": report.exit_code,
         "detail": report.detail,
         "tests": tests,
-    })
+    });
+    if let Some(coverage) = &report.coverage {
+        value["coverage"] = serde_json::to_value(coverage).unwrap_or_default();
+    }
+    value
 }
 
 fn print_report(report: &TestReport) {

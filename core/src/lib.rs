@@ -15,7 +15,7 @@ mod task;
 mod traits;
 
 pub use error::{Error, Result};
-pub use report::{RunOutcome, TestOutcome, TestRecord, TestReport};
+pub use report::{Coverage, FileLines, RunOutcome, TestOutcome, TestRecord, TestReport};
 pub use task::{
     Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource,
     StepResult, Task, ToolCall, Turn,

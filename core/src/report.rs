@@ -119,6 +119,27 @@ pub struct TestReport {
     /// The guest's standard error (capped).
     #[serde(default)]
     pub stderr: String,
+    /// Lines of the workspace's Python files each test executed, when the run asked for
+    /// coverage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// Executed lines of a workspace's files, by relative path: `path -> sorted 1-based lines`.
+pub type FileLines = std::collections::BTreeMap<String, Vec<u32>>;
+
+/// Line coverage of a test run, split by test so that a change can be mapped to the tests that
+/// can see it (test impact analysis).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Lines each test executed in its call phase, by test id.
+    pub tests: std::collections::BTreeMap<String, FileLines>,
+    /// Lines executed outside any test's call phase: imports, collection, and fixture setup
+    /// and teardown (whose results may be shared between tests).
+    pub shared: FileLines,
+    /// Why coverage could not be recorded (the interpreter has no `sys.monitoring`), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 impl TestReport {
@@ -138,6 +159,7 @@ impl TestReport {
             exit_code: None,
             detail: None,
             stdout: String::new(),
+            coverage: None,
             stderr: String::new(),
         };
         for test in &report.tests {

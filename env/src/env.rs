@@ -639,7 +639,7 @@ fn run_agent_tests(
     let request = TestRequest {
         pytest_args: args,
         limits: Some(ep.task.limits),
-        cancel: None,
+        ..TestRequest::default()
     };
     let report = sandbox
         .run_tests_in_workspace(&ep.repo.prepared, copy.path(), &request)
@@ -763,7 +763,7 @@ fn grade(sandbox: &Sandbox, ep: &Episode, current: &FileTree) -> Result<Grading>
     let request = TestRequest {
         pytest_args: args,
         limits: Some(ep.task.limits),
-        cancel: None,
+        ..TestRequest::default()
     };
     let report = sandbox.run_tests_in_workspace(&ep.repo.prepared, dir.path(), &request)?;
     let mut tests = Vec::new();

@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use frognano_core::{Limits, RunOutcome, TestRecord, TestReport};
+use frognano_core::{Coverage, FileLines, Limits, RunOutcome, TestRecord, TestReport};
 use wasmtime::{Config, Engine, InstancePre, Linker, Module, ResourceLimiter, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -104,6 +104,9 @@ pub struct TestRequest {
     /// Set it to stop the run early (e.g. on Ctrl-C); the run then returns
     /// [`SandboxError::Cancelled`]. Checked every few milliseconds.
     pub cancel: Option<CancelFlag>,
+    /// Record which lines of the workspace's files each test executes
+    /// ([`TestReport::coverage`]); costs one callback per executed line per test.
+    pub coverage: bool,
 }
 
 /// A flag that cancels the runs it was given to.
@@ -678,6 +681,7 @@ impl Sandbox {
             "args": args,
             "plugin": layers::PLUGIN_MODULE,
             "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
+            "coverage": request.coverage.then_some(GUEST_WORK),
         });
         let source = RUN_PYTEST.replace(
             "__FROGNANO_CONFIG__",
@@ -704,8 +708,10 @@ impl Sandbox {
         let run = self
             .run_guest(&mounts, &program, &limits, request.cancel.as_ref())
             .await?;
-        let (records, exit_code) = read_results(tmp.path())?;
-        Ok(build_report(records, exit_code, run))
+        let (records, exit_code, coverage) = read_results(tmp.path())?;
+        let mut report = build_report(records, exit_code, run);
+        report.coverage = coverage;
+        Ok(report)
     }
 
     async fn run_guest(
@@ -1192,7 +1198,7 @@ async fn build_snapshot(
             tail(&stderr)
         ))
     })?;
-    let (records, exit) = read_results(tmp.path())?;
+    let (records, exit, _) = read_results(tmp.path())?;
     if code != 0 || exit != Some(0) || records.len() != 3 {
         return Err(SandboxError::Runtime(format!(
             "the warm-up pytest session in the snapshot did not pass (turn {code}, pytest {exit:?}, {} results)\n{}\n{}",
@@ -1216,28 +1222,45 @@ async fn build_snapshot(
 }
 
 /// Reads the plugin's JSONL results; a partial last line (a run cut short) is ignored.
-fn read_results(tmp: &Path) -> Result<(Vec<TestRecord>, Option<i32>)> {
+type RunResults = (Vec<TestRecord>, Option<i32>, Option<Coverage>);
+
+fn read_results(tmp: &Path) -> Result<RunResults> {
     // Read through a capability handle: a guest that replaced the file with a symlink
     // pointing out of its directory cannot make the host read another file.
     let dir = cap_std::fs::Dir::open_ambient_dir(tmp, cap_std::ambient_authority())
         .map_err(SandboxError::io("open run directory"))?;
     let text = match dir.read_to_string(RESULTS_FILE) {
         Ok(text) => text,
-        Err(_) => return Ok((Vec::new(), None)),
+        Err(_) => return Ok((Vec::new(), None, None)),
     };
     let mut records = Vec::new();
     let mut exit_code = None;
+    let mut coverage: Option<Coverage> = None;
     for line in text.lines() {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
         if let Some(code) = value.get("exit_code").and_then(|c| c.as_i64()) {
             exit_code = i32::try_from(code).ok();
+        } else if let Some(why) = value.get("coverage_unavailable").and_then(|w| w.as_str()) {
+            coverage.get_or_insert_with(Coverage::default).unavailable = Some(why.to_string());
+        } else if let Some(test) = value.get("coverage") {
+            let files: FileLines = value
+                .get("files")
+                .and_then(|f| serde_json::from_value(f.clone()).ok())
+                .unwrap_or_default();
+            let coverage = coverage.get_or_insert_with(Coverage::default);
+            match test.as_str() {
+                Some(id) => {
+                    coverage.tests.insert(id.to_string(), files);
+                }
+                None => coverage.shared = files,
+            }
         } else if let Ok(record) = serde_json::from_value::<TestRecord>(value) {
             records.push(record);
         }
     }
-    Ok((records, exit_code))
+    Ok((records, exit_code, coverage))
 }
 
 fn build_report(records: Vec<TestRecord>, pytest_exit: Option<i32>, run: GuestRun) -> TestReport {

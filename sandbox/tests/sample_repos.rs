@@ -231,3 +231,46 @@ fn edits_in_a_workspace_are_seen_despite_the_bytecode_cache() {
         "the edited test must be what runs"
     );
 }
+
+#[test]
+fn coverage_maps_each_test_to_the_lines_it_executed() {
+    let repo = common::root().join("examples/repos/textkit");
+    let request = TestRequest {
+        coverage: true,
+        ..TestRequest::default()
+    };
+    let report = common::sandbox().run_tests(&repo, &request).expect("run");
+    assert_eq!(report.outcome, RunOutcome::Passed);
+    let coverage = report.coverage.expect("coverage was asked for");
+    assert_eq!(coverage.unavailable, None);
+    assert_eq!(
+        coverage.tests.len(),
+        report.tests.len(),
+        "one entry per test"
+    );
+    // Imports run outside any test: the package's module-level lines are shared.
+    assert!(coverage.shared.contains_key("textkit/__init__.py"));
+    for (id, files) in &coverage.tests {
+        let test_file = id.split("::").next().expect("node id has a file");
+        assert!(
+            files.contains_key(test_file),
+            "{id} ran lines of its own file"
+        );
+        for lines in files.values() {
+            assert!(lines.windows(2).all(|w| w[0] < w[1]), "sorted, unique");
+        }
+        // Tests of the roman module never execute the wrapping module, and vice versa.
+        if test_file.ends_with("test_roman.py") {
+            assert!(files.contains_key("textkit/roman.py"), "{id}");
+            assert!(!files.contains_key("textkit/wrap.py"), "{id}");
+        }
+        if test_file.ends_with("test_wrap.py") {
+            assert!(!files.contains_key("textkit/roman.py"), "{id}");
+        }
+    }
+    // Without the flag, no coverage is recorded.
+    let plain = common::sandbox()
+        .run_tests(&repo, &TestRequest::default())
+        .expect("run");
+    assert!(plain.coverage.is_none());
+}

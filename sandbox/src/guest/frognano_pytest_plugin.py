@@ -7,6 +7,8 @@ every test that completed before it.
 import json
 import os
 
+import pytest
+
 _out = None
 _pending = {}
 _MESSAGE_LINES = 25
@@ -42,10 +44,87 @@ def pytest_addoption(parser):
         parser.addini("timeout", "ignored in the sandbox")
 
 
-def configure(path):
+def configure(path, coverage_root=None):
     global _out
     _pending.clear()
     _out = open(path, "a", encoding="utf-8")
+    if coverage_root:
+        _Coverage.start(coverage_root)
+
+
+class _Coverage:
+    """Per-test line coverage of the files under one directory, with `sys.monitoring`.
+
+    Each code location reports its first execution per bucket and is then disabled until the
+    next bucket starts, so the cost is one callback per executed line per test. Lines run by
+    a test's call phase belong to that test; everything else (imports, collection, fixture
+    setup and teardown, whose results tests may share) goes to the shared bucket.
+    """
+
+    active = None
+
+    def __init__(self, root, monitoring, tool):
+        self.prefix = root.rstrip("/") + "/"
+        self.monitoring = monitoring
+        self.tool = tool
+        self.shared = {}
+        self.current = self.shared
+
+    @classmethod
+    def start(cls, root):
+        import sys
+
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None:
+            _write({"coverage_unavailable": "this interpreter has no sys.monitoring"})
+            return
+        for tool in (monitoring.COVERAGE_ID, 2, 3, 4):
+            try:
+                monitoring.use_tool_id(tool, "frognano")
+                break
+            except ValueError:
+                continue
+        else:
+            _write({"coverage_unavailable": "no free sys.monitoring tool id"})
+            return
+        cov = cls(root, monitoring, tool)
+        monitoring.register_callback(tool, monitoring.events.LINE, cov.on_line)
+        monitoring.set_events(tool, monitoring.events.LINE)
+        cls.active = cov
+
+    def on_line(self, code, line):
+        name = code.co_filename
+        if name.startswith(self.prefix):
+            lines = self.current.get(name)
+            if lines is None:
+                lines = self.current[name] = set()
+            lines.add(line)
+        return self.monitoring.DISABLE
+
+    def switch(self, bucket):
+        self.current = bucket
+        self.monitoring.restart_events()
+
+    def files(self, bucket):
+        cut = len(self.prefix)
+        return {name[cut:]: sorted(lines) for name, lines in bucket.items()}
+
+    def stop(self):
+        self.monitoring.set_events(self.tool, 0)
+        self.monitoring.free_tool_id(self.tool)
+        _write({"coverage": None, "files": self.files(self.shared)})
+
+
+def _coverage_call_start():
+    if _Coverage.active is not None:
+        _Coverage.active.switch({})
+
+
+def _coverage_call_end(nodeid):
+    cov = _Coverage.active
+    if cov is not None and cov.current is not cov.shared:
+        _write({"coverage": nodeid, "files": cov.files(cov.current)})
+        cov.switch(cov.shared)
 
 
 def _write(record):
@@ -98,6 +177,16 @@ def pytest_runtest_logreport(report):
         _write(record)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    _coverage_call_start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    _coverage_call_end(item.nodeid)
+
+
 def pytest_collectreport(report):
     if report.failed:
         _write({"id": report.nodeid or "<collection>", "outcome": "error", "duration_s": 0.0,
@@ -106,6 +195,9 @@ def pytest_collectreport(report):
 
 def finish(exit_code):
     global _out
+    if _Coverage.active is not None:
+        _Coverage.active.stop()
+        _Coverage.active = None
     if _out is not None:
         _write({"exit_code": int(exit_code)})
         _out.close()

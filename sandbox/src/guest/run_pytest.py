@@ -21,7 +21,7 @@ def _frognano_run(config):
     random.seed()
     sys.argv = ["pytest"] + config["args"]
     plugin = importlib.import_module(config["plugin"])
-    plugin.configure(config["results"])
+    plugin.configure(config["results"], config.get("coverage"))
     code = 3
     try:
         import pytest
