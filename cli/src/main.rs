@@ -12,6 +12,7 @@ use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod eval;
+mod synth;
 
 /// Exit status when the command itself failed (bad arguments, setup errors).
 const EXIT_ERROR: u8 = 2;
@@ -40,6 +41,9 @@ enum Commands {
     /// Run a policy on every task of a task set and summarise (resolved rate, error recovery,
     /// steps, env steps/s); optionally write one episode record per line.
     Eval(eval::EvalArgs),
+    /// Make validated bug-fix tasks from a repository whose tests pass: mutations found with
+    /// a real parser, each checked against the repository's own tests in the sandbox.
+    Synth(synth::SynthArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -111,6 +115,9 @@ enum BenchCommand {
     /// Reset latency (vs copying the repository from disk), batched tool steps per second with
     /// an EnvPool (1 worker vs all), and whole oracle episodes.
     Env(eval::BenchEnvArgs),
+    /// Validated tasks per minute, with impact-selected tests and with the whole suite per
+    /// candidate (same seed, same run), against the 100/min target and SWE-smith's pace.
+    Synth(synth::BenchSynthArgs),
 }
 
 #[derive(Args, Debug)]
@@ -136,6 +143,8 @@ fn main() -> ExitCode {
         Commands::Eval(args) => eval::eval(&args),
         Commands::Bench(BenchCommand::Sandbox(args)) => bench_sandbox(&args),
         Commands::Bench(BenchCommand::Env(args)) => eval::bench_env(&args),
+        Commands::Synth(args) => synth::synth(&args),
+        Commands::Bench(BenchCommand::Synth(args)) => synth::bench_synth(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,70 @@
+use std::path::PathBuf;
+
+use frognano_env::EnvError;
+use frognano_sandbox::SandboxError;
+
+use crate::mutate::MutateError;
+
+/// Errors of task synthesis.
+///
+/// A candidate bug that turns out not to be a task (no failing test, a timeout, a flaky
+/// result) is not an error: it is counted in [`crate::SynthStats`]. These are failures of the
+/// input (a repository whose suite cannot run, invalid options) or of the machinery.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// The repository's clean test suite cannot serve to validate bugs.
+    #[error("repository {}: {reason}", repo.display())]
+    Intake {
+        /// The repository.
+        repo: PathBuf,
+        /// Why its suite cannot be used, in words a user can act on.
+        reason: String,
+    },
+    /// An invalid synthesis option.
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    /// A mutation operator failed (unknown name, unparseable source).
+    #[error(transparent)]
+    Mutate(#[from] MutateError),
+    /// The environment layer failed (reading the repository, writing tasks).
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The sandbox failed (not a test failure or a limit, which are results).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// Synthesis was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// Reading or writing a host file failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl SynthError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SynthError {
+        let context = context.into();
+        move |source| SynthError::Io { context, source }
+    }
+}
+
+impl From<SynthError> for frognano_core::Error {
+    fn from(err: SynthError) -> Self {
+        match err {
+            SynthError::InvalidOption(message) => {
+                frognano_core::Error::invalid("synthesis option", message)
+            }
+            other => frognano_core::Error::Component {
+                component: "task synthesis",
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = SynthError> = std::result::Result<T, E>;

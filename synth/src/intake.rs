@@ -1,0 +1,241 @@
+//! Repository intake: the clean suite, run twice in the sandbox, decides which tests can
+//! validate a bug (those that pass every time) and records which lines each test executes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use frognano_core::{Coverage, RunOutcome, TestOutcome, TestReport};
+use frognano_env::repo::CleanRepo;
+use frognano_sandbox::{TestRequest, assets};
+use serde::{Deserialize, Serialize};
+
+use crate::{Result, SynthError};
+
+/// Bump when the cached record's meaning changes.
+const INTAKE_FORMAT: u32 = 1;
+
+/// What the clean suite of a repository says, once per repository content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Intake {
+    /// Content hash of the clean tree the suite ran on.
+    pub content_hash: String,
+    /// Tests that passed in every clean run: the only ones a bug is judged by.
+    pub passing: BTreeSet<String>,
+    /// Tests whose outcome differed between the clean runs (excluded).
+    pub flaky: BTreeSet<String>,
+    /// Tests that failed or errored in a clean run (excluded).
+    pub failing: BTreeSet<String>,
+    /// Tests skipped or xfailed in a clean run (excluded).
+    pub skipped: BTreeSet<String>,
+    /// Wall-clock seconds of a clean run of the whole suite (without coverage).
+    pub suite_seconds: f64,
+    /// Which lines each test executed, when the interpreter could record it.
+    pub coverage: Option<Coverage>,
+}
+
+impl Intake {
+    /// Number of tests the clean runs reported.
+    pub fn total(&self) -> usize {
+        self.passing.len() + self.flaky.len() + self.failing.len() + self.skipped.len()
+    }
+}
+
+/// Options of [`run_intake`].
+#[derive(Debug, Clone)]
+pub struct IntakeOptions {
+    /// Clean runs of the whole suite (at least 2: a test whose outcome differs is flaky).
+    pub runs: usize,
+    /// Reuse a cached intake of the same repository contents and sandbox image.
+    pub use_cache: bool,
+}
+
+impl Default for IntakeOptions {
+    fn default() -> Self {
+        IntakeOptions {
+            runs: 2,
+            use_cache: true,
+        }
+    }
+}
+
+fn cache_path(repo: &CleanRepo, image: &str) -> std::path::PathBuf {
+    let key = format!(
+        "{INTAKE_FORMAT}\n{}\n{image}\n{}",
+        repo.content_hash,
+        assets::sha256_bytes(frognano_sandbox::layers::PLUGIN_SOURCE.as_bytes())
+    );
+    let digest = assets::sha256_bytes(key.as_bytes());
+    assets::cache_dir()
+        .join("synth")
+        .join(format!("intake-{}.json", &digest[..20]))
+}
+
+/// Runs the clean suite of `repo` `options.runs` times (the first with line coverage) and
+/// classifies its tests. The result is cached by repository contents and image.
+pub fn run_intake(
+    sandbox: &frognano_sandbox::Sandbox,
+    repo: &Arc<CleanRepo>,
+    options: &IntakeOptions,
+) -> Result<Intake> {
+    if options.runs < 2 {
+        return Err(SynthError::InvalidOption(
+            "intake needs at least 2 clean runs to detect flaky tests".into(),
+        ));
+    }
+    let cache = cache_path(repo, sandbox.image().name());
+    if options.use_cache
+        && let Ok(text) = std::fs::read_to_string(&cache)
+        && let Ok(intake) = serde_json::from_str::<Intake>(&text)
+        && intake.content_hash == repo.content_hash
+    {
+        return Ok(intake);
+    }
+    let limits = repo.prepared.config.limits();
+    let mut reports = Vec::with_capacity(options.runs);
+    for run in 0..options.runs {
+        let request = TestRequest {
+            limits: Some(limits),
+            coverage: run == 0,
+            ..TestRequest::default()
+        };
+        let report = sandbox.run_tests_prepared(&repo.prepared, &request)?;
+        check_usable(&repo.root, &report)?;
+        reports.push(report);
+    }
+    let intake = classify(&repo.content_hash, &reports);
+    if intake.passing.is_empty() {
+        return Err(SynthError::Intake {
+            repo: repo.root.clone(),
+            reason: format!(
+                "no test passes reliably in the clean repository ({} failing, {} flaky, {} \
+                 skipped): a bug can only be validated against passing tests",
+                intake.failing.len(),
+                intake.flaky.len(),
+                intake.skipped.len()
+            ),
+        });
+    }
+    if let Some(parent) = cache.parent()
+        && std::fs::create_dir_all(parent).is_ok()
+        && let Ok(text) = serde_json::to_vec(&intake)
+    {
+        // Best effort: a cache that cannot be written only costs a re-run next time.
+        let _ = frognano_env::taskset::write_atomically(&cache, &text);
+    }
+    Ok(intake)
+}
+
+/// Explains why a clean run cannot serve as the reference, if it cannot.
+fn check_usable(root: &Path, report: &TestReport) -> Result<()> {
+    let tail = |text: &str| {
+        let lines: Vec<&str> = text.trim().lines().collect();
+        lines[lines.len().saturating_sub(8)..].join("\n")
+    };
+    let reason = match report.outcome {
+        RunOutcome::Passed | RunOutcome::Failed => return Ok(()),
+        RunOutcome::NoTests => {
+            "pytest collected no tests (is there a tests/ directory or a [tool.pytest.ini_options] \
+             testpaths? frognano.toml's [test] section can name them)"
+                .to_string()
+        }
+        RunOutcome::Timeout => format!(
+            "the clean suite did not finish: {} (raise [test] timeout in frognano.toml or \
+             deselect slow tests)",
+            report.detail.clone().unwrap_or_default()
+        ),
+        RunOutcome::MemoryExceeded | RunOutcome::OutputExceeded | RunOutcome::Crashed => format!(
+            "the clean suite ended abnormally ({}): {}\n{}",
+            report.outcome.as_str(),
+            report.detail.clone().unwrap_or_default(),
+            tail(&report.stderr)
+        ),
+    };
+    Err(SynthError::Intake {
+        repo: root.to_path_buf(),
+        reason,
+    })
+}
+
+/// Buckets tests by their outcomes across clean runs.
+pub fn classify(content_hash: &str, reports: &[TestReport]) -> Intake {
+    let mut seen: BTreeMap<&str, Vec<TestOutcome>> = BTreeMap::new();
+    for report in reports {
+        for test in &report.tests {
+            seen.entry(test.id.as_str()).or_default().push(test.outcome);
+        }
+    }
+    let mut intake = Intake {
+        content_hash: content_hash.to_string(),
+        passing: BTreeSet::new(),
+        flaky: BTreeSet::new(),
+        failing: BTreeSet::new(),
+        skipped: BTreeSet::new(),
+        suite_seconds: reports
+            .iter()
+            .skip(1)
+            .map(|r| r.duration_s)
+            .fold(0.0, f64::max),
+        coverage: reports.first().and_then(|r| r.coverage.clone()),
+    };
+    for (id, outcomes) in seen {
+        let id = id.to_string();
+        let first = outcomes[0];
+        if outcomes.len() != reports.len() || outcomes.iter().any(|o| *o != first) {
+            intake.flaky.insert(id);
+        } else if first == TestOutcome::Passed {
+            intake.passing.insert(id);
+        } else if first.is_ok() {
+            intake.skipped.insert(id);
+        } else {
+            intake.failing.insert(id);
+        }
+    }
+    intake
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frognano_core::TestRecord;
+
+    fn report(tests: &[(&str, TestOutcome)]) -> TestReport {
+        let records = tests
+            .iter()
+            .map(|(id, outcome)| TestRecord {
+                id: id.to_string(),
+                outcome: *outcome,
+                duration_s: 0.01,
+                message: None,
+            })
+            .collect();
+        TestReport::from_records(records, 0.5)
+    }
+
+    #[test]
+    fn tests_whose_outcome_differs_between_runs_are_flaky() {
+        use TestOutcome::*;
+        let first = report(&[
+            ("t::a", Passed),
+            ("t::b", Passed),
+            ("t::c", Failed),
+            ("t::d", Skipped),
+            ("t::e", Passed),
+        ]);
+        let second = report(&[
+            ("t::a", Passed),
+            ("t::b", Failed),
+            ("t::c", Failed),
+            ("t::d", Skipped),
+        ]);
+        let intake = classify("h", &[first, second]);
+        assert_eq!(intake.passing, BTreeSet::from(["t::a".to_string()]));
+        assert_eq!(
+            intake.flaky,
+            BTreeSet::from(["t::b".to_string(), "t::e".to_string()])
+        );
+        assert_eq!(intake.failing, BTreeSet::from(["t::c".to_string()]));
+        assert_eq!(intake.skipped, BTreeSet::from(["t::d".to_string()]));
+        assert_eq!(intake.total(), 5);
+    }
+}

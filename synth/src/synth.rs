@@ -1,0 +1,1268 @@
+//! The synthesizer: candidate bugs from the mutation operators, validated in the sandbox
+//! against the repository's own tests, written as task records.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use frognano_core::{
+    EpisodeOutcome, Limits, RepoSource, RunOutcome, Task, TaskSynthesizer, TestOutcome, TestRecord,
+};
+use frognano_env::patch::{FileTree, diff_trees};
+use frognano_env::repo::{CleanRepo, RepoCache, materialise};
+use frognano_sandbox::{Sandbox, TestRequest};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::impact::{ChangedSpan, ImpactIndex, SelectionKind, test_file};
+use crate::intake::{Intake, IntakeOptions, run_intake};
+use crate::mutate::{self, Mutation};
+use crate::statement::{MAX_HINT_LEVEL, StatementInput, write_statement};
+use crate::{Result, SynthError};
+
+/// Where the bugs of a multi-bug task may lie relative to each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CombineScope {
+    /// All in one function or method.
+    Function,
+    /// All in one file (module).
+    #[default]
+    File,
+    /// In different files.
+    Repo,
+}
+
+impl CombineScope {
+    /// Parses `function`, `file` (or `module`) or `repo` (or `files`).
+    pub fn parse(text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "function" | "func" => Ok(CombineScope::Function),
+            "file" | "module" => Ok(CombineScope::File),
+            "repo" | "files" | "across-files" => Ok(CombineScope::Repo),
+            other => Err(SynthError::InvalidOption(format!(
+                "unknown combine scope `{other}` (expected function, file or repo)"
+            ))),
+        }
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CombineScope::Function => "function",
+            CombineScope::File => "file",
+            CombineScope::Repo => "repo",
+        }
+    }
+}
+
+/// How a synthesizer makes tasks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SynthConfig {
+    /// Seed of every random choice (same seed, same repository: same tasks).
+    pub seed: u64,
+    /// Operators to use (empty: all of [`mutate::operators`]).
+    pub operators: Vec<String>,
+    /// Tasks carry 1 to `max_bugs` bugs, spread evenly over the counts.
+    pub max_bugs: usize,
+    /// Where the bugs of a multi-bug task lie.
+    pub scope: CombineScope,
+    /// Hint levels of the problem statements, drawn per task (see [`crate::statement`]).
+    pub hint_levels: Vec<u8>,
+    /// Parallel validations (default: the sandbox's workers).
+    pub workers: usize,
+    /// Re-run every candidate that looks valid and keep it only if the result reproduces.
+    pub reproduce: bool,
+    /// Validate with only the tests that can observe the bug (coverage and import graph);
+    /// `false` runs the whole suite for every candidate.
+    pub select_tests: bool,
+    /// Skip sites that no test executes (no test could fail); `false` runs them anyway.
+    pub skip_unreached: bool,
+    /// A validation run may take this many times the clean suite's time (plus a second).
+    pub timeout_factor: f64,
+    /// Stop after this many candidates have been run (0: no limit).
+    pub max_candidates: usize,
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        SynthConfig {
+            seed: 0,
+            operators: Vec::new(),
+            max_bugs: 1,
+            scope: CombineScope::File,
+            hint_levels: vec![2],
+            workers: 0,
+            reproduce: true,
+            select_tests: true,
+            skip_unreached: true,
+            timeout_factor: 3.0,
+            max_candidates: 0,
+        }
+    }
+}
+
+impl SynthConfig {
+    /// Checks the options.
+    pub fn validate(&self) -> Result<()> {
+        if self.max_bugs == 0 || self.max_bugs > 8 {
+            return Err(SynthError::InvalidOption(format!(
+                "max_bugs must be between 1 and 8, not {}",
+                self.max_bugs
+            )));
+        }
+        if self.hint_levels.is_empty() {
+            return Err(SynthError::InvalidOption(
+                "hint_levels must name at least one level".into(),
+            ));
+        }
+        if let Some(bad) = self.hint_levels.iter().find(|l| **l > MAX_HINT_LEVEL) {
+            return Err(SynthError::InvalidOption(format!(
+                "hint level {bad} is out of range 0..={MAX_HINT_LEVEL}"
+            )));
+        }
+        if !(self.timeout_factor.is_finite() && self.timeout_factor >= 1.0) {
+            return Err(SynthError::InvalidOption(format!(
+                "timeout_factor must be at least 1, not {}",
+                self.timeout_factor
+            )));
+        }
+        for name in &self.operators {
+            if !mutate::operators().iter().any(|o| o.name == name) {
+                return Err(mutate::MutateError::UnknownOperator(name.clone()).into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a candidate is not a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rejection {
+    /// No passing test fails with the bug.
+    NoFailingTest,
+    /// No passing test is left passing.
+    NoPassingTest,
+    /// A validation run hit a limit (time, memory, output) or crashed.
+    Limit,
+    /// The second run disagreed with the first.
+    NotReproducible,
+    /// pytest itself could not run the suite (internal or usage error, e.g. a broken
+    /// conftest.py): not a bug a test pins down.
+    BrokenSuite,
+    /// The sandbox failed to run it.
+    Error,
+}
+
+/// Counters of one operator (or operator combination).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OperatorStats {
+    /// Sites found in the repository (reachable by some test).
+    pub sites: usize,
+    /// Sites no test executes (never run: no test could tell).
+    pub unreached: usize,
+    /// Candidates run in the sandbox.
+    pub tried: usize,
+    /// Candidates that became tasks.
+    pub valid: usize,
+    /// Rejections by reason.
+    pub rejected: BTreeMap<String, usize>,
+}
+
+impl OperatorStats {
+    /// valid / tried (0 when nothing was tried).
+    pub fn yield_rate(&self) -> f64 {
+        if self.tried == 0 {
+            0.0
+        } else {
+            self.valid as f64 / self.tried as f64
+        }
+    }
+}
+
+/// What a synthesizer did so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SynthStats {
+    /// Candidates run in the sandbox.
+    pub candidates: usize,
+    /// Candidates skipped before running because an identical bug was already made.
+    pub duplicates: usize,
+    /// Tasks produced.
+    pub valid: usize,
+    /// Sandboxed validation runs (first runs and reproductions).
+    pub validation_runs: usize,
+    /// Per operator (single bugs) and per `k bugs` (combinations).
+    pub by_operator: BTreeMap<String, OperatorStats>,
+    /// Validation runs by test selection: coverage, imports, full.
+    pub by_selection: BTreeMap<String, usize>,
+    /// Tests executed in validation runs, in total.
+    pub tests_run: usize,
+    /// Seconds spent generating (intake excluded).
+    pub elapsed_s: f64,
+    /// Seconds the intake took (0 when it came from the cache).
+    pub intake_s: f64,
+}
+
+impl SynthStats {
+    /// Validated tasks per minute of generation.
+    pub fn tasks_per_minute(&self) -> f64 {
+        if self.elapsed_s <= 0.0 {
+            0.0
+        } else {
+            self.valid as f64 * 60.0 / self.elapsed_s
+        }
+    }
+}
+
+/// A progress report, after each validated candidate.
+#[derive(Debug, Clone, Copy)]
+pub struct SynthProgress {
+    /// Tasks made for the current request.
+    pub valid: usize,
+    /// Tasks asked for.
+    pub target: usize,
+    /// Candidates run for the current request.
+    pub tried: usize,
+}
+
+/// A progress callback.
+pub type ProgressFn<'a> = &'a (dyn Fn(&SynthProgress) + Sync);
+
+/// What to make in one call.
+#[derive(Debug, Clone)]
+pub struct SynthRequest {
+    /// How many tasks.
+    pub count: usize,
+    /// Operators to draw from (empty: the configuration's).
+    pub operators: Vec<String>,
+    /// Fewest bugs per task.
+    pub min_bugs: usize,
+    /// Most bugs per task (the counts are spread evenly).
+    pub max_bugs: usize,
+    /// Hint levels to draw from (empty: the configuration's).
+    pub hint_levels: Vec<u8>,
+}
+
+/// One mutation site: a candidate single bug.
+#[derive(Debug, Clone)]
+struct Site {
+    file: String,
+    mutation: Mutation,
+}
+
+/// A single bug that validated, kept to build multi-bug tasks from.
+#[derive(Debug, Clone)]
+struct Single {
+    site: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Candidate {
+    sites: Vec<usize>,
+    files: FileTree,
+    key: String,
+}
+
+#[derive(Debug, Clone)]
+struct Validated {
+    fail_to_pass: Vec<String>,
+    pass_to_pass: Vec<String>,
+    failing_records: Vec<TestRecord>,
+    selection: SelectionKind,
+    tests_run: usize,
+    runs: usize,
+}
+
+#[derive(Debug)]
+enum Verdict {
+    Valid(Validated),
+    Rejected(Rejection, usize, Option<SelectionKind>, usize),
+}
+
+/// Makes validated bug-fix tasks from one repository.
+///
+/// The repository's clean suite is run at construction ([`run_intake`], cached). Each
+/// [`Synthesizer::generate`] call draws new candidates (never the same bug twice), validates
+/// them in parallel in the sandbox and returns task records that `RepoEnv` and `frognano eval`
+/// read. Implements [`TaskSynthesizer`] (feedback is ignored: this synthesizer does not adapt).
+pub struct Synthesizer {
+    sandbox: Arc<Sandbox>,
+    repo: Arc<CleanRepo>,
+    source: RepoSource,
+    repo_name: String,
+    config: SynthConfig,
+    intake: Intake,
+    index: ImpactIndex,
+    sites: Vec<Site>,
+    /// Per operator: sites not yet tried, in seeded order.
+    queues: BTreeMap<String, VecDeque<usize>>,
+    next_operator: usize,
+    singles: Vec<Single>,
+    seen: HashSet<String>,
+    rng: StdRng,
+    stats: SynthStats,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl std::fmt::Debug for Synthesizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Synthesizer")
+            .field("repo", &self.repo.root)
+            .field("sites", &self.sites.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Synthesizer {
+    /// Loads `repo` (a directory or bundle), runs its intake and finds every mutation site
+    /// some test reaches.
+    pub fn new(sandbox: Arc<Sandbox>, repo: &Path, config: SynthConfig) -> Result<Self> {
+        let cache = RepoCache::new(sandbox.clone());
+        let bundle = repo.is_file();
+        let source = if bundle {
+            RepoSource::Bundle {
+                path: repo.to_path_buf(),
+                content_hash: None,
+            }
+        } else {
+            RepoSource::Path {
+                path: repo.to_path_buf(),
+                content_hash: None,
+            }
+        };
+        let clean = cache.get(&source)?;
+        Self::with_repo(sandbox, clean, source, config)
+    }
+
+    /// Like [`Synthesizer::new`] with a repository already loaded (e.g. shared with an
+    /// environment pool's cache).
+    pub fn with_repo(
+        sandbox: Arc<Sandbox>,
+        repo: Arc<CleanRepo>,
+        source: RepoSource,
+        config: SynthConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        let started = Instant::now();
+        let intake = run_intake(&sandbox, &repo, &IntakeOptions::default())?;
+        let intake_s = started.elapsed().as_secs_f64();
+        let roots = repo.prepared.config.import_roots.clone();
+        let index = ImpactIndex::build(&repo.files, &roots, &intake);
+        let source = match source {
+            RepoSource::Path { path, .. } => RepoSource::Path {
+                path,
+                content_hash: Some(repo.content_hash.clone()),
+            },
+            RepoSource::Bundle { path, .. } => RepoSource::Bundle {
+                path,
+                content_hash: Some(repo.content_hash.clone()),
+            },
+        };
+        let repo_name = source
+            .path()
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(|s| s.trim_end_matches(".tar"))
+            .unwrap_or("repo")
+            .to_string();
+        let mut synth = Synthesizer {
+            rng: StdRng::seed_from_u64(config.seed),
+            sandbox,
+            repo,
+            source,
+            repo_name,
+            config,
+            intake,
+            index,
+            sites: Vec::new(),
+            queues: BTreeMap::new(),
+            next_operator: 0,
+            singles: Vec::new(),
+            seen: HashSet::new(),
+            stats: SynthStats {
+                intake_s,
+                ..SynthStats::default()
+            },
+            cancel: None,
+        };
+        synth.find_sites()?;
+        Ok(synth)
+    }
+
+    /// A flag that stops generation early (the call returns [`SynthError::Cancelled`]).
+    pub fn set_cancel_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    /// The clean suite's classification.
+    pub fn intake(&self) -> &Intake {
+        &self.intake
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &SynthStats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SynthConfig {
+        &self.config
+    }
+
+    /// The repository as task records name it.
+    pub fn source(&self) -> &RepoSource {
+        &self.source
+    }
+
+    /// Number of candidate single-bug sites per operator that some test reaches.
+    pub fn sites_per_operator(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for site in &self.sites {
+            *counts.entry(site.mutation.operator.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Files the mutation operators work on: Python modules that are not tests, conftest or
+    /// setup scripts, and that some test executed (or imports, without coverage).
+    fn source_files(&self) -> Vec<String> {
+        let test_files: BTreeSet<&str> = self
+            .intake
+            .passing
+            .iter()
+            .chain(&self.intake.failing)
+            .chain(&self.intake.skipped)
+            .chain(&self.intake.flaky)
+            .map(|id| test_file(id))
+            .collect();
+        self.repo
+            .files
+            .keys()
+            .filter(|path| path.ends_with(".py"))
+            .filter(|path| !test_files.contains(path.as_str()))
+            .filter(|path| {
+                let name = path.rsplit('/').next().unwrap_or(path);
+                let is_test_name = name.starts_with("test_")
+                    || name.ends_with("_test.py")
+                    || name == "conftest.py"
+                    || name == "setup.py"
+                    || name == "noxfile.py";
+                let in_test_dir = path
+                    .split('/')
+                    .any(|part| matches!(part, "tests" | "test" | "testing" | "docs"));
+                !is_test_name && !in_test_dir
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn find_sites(&mut self) -> Result<()> {
+        let operators: Vec<&str> = self.config.operators.iter().map(String::as_str).collect();
+        for file in self.source_files() {
+            let Some(data) = self.repo.files.get(&file) else {
+                continue;
+            };
+            let Ok(source) = std::str::from_utf8(data) else {
+                continue;
+            };
+            let mutations = match mutate::find_mutations(source, &operators) {
+                Ok(found) => found,
+                // A file tree-sitter cannot parse is left alone, not fatal for the repository.
+                Err(mutate::MutateError::Parse) => continue,
+                Err(err) => return Err(err.into()),
+            };
+            for mutation in mutations {
+                let span = ChangedSpan {
+                    file: &file,
+                    start_line: mutation.start_line,
+                    end_line: mutation.end_line,
+                    in_function_body: mutation.in_function_body,
+                };
+                let entry = self
+                    .stats
+                    .by_operator
+                    .entry(mutation.operator.clone())
+                    .or_default();
+                if !self.index.is_reached(&span) {
+                    entry.unreached += 1;
+                    if self.config.skip_unreached {
+                        continue;
+                    }
+                }
+                entry.sites += 1;
+                self.sites.push(Site {
+                    file: file.clone(),
+                    mutation,
+                });
+            }
+        }
+        for (i, site) in self.sites.iter().enumerate() {
+            self.queues
+                .entry(site.mutation.operator.clone())
+                .or_default()
+                .push_back(i);
+        }
+        for queue in self.queues.values_mut() {
+            queue.make_contiguous().shuffle(&mut self.rng);
+        }
+        Ok(())
+    }
+
+    /// Makes up to `count` tasks with the configuration's operators, bug counts and hints.
+    pub fn generate(&mut self, count: usize, progress: ProgressFn<'_>) -> Result<Vec<Task>> {
+        let request = SynthRequest {
+            count,
+            operators: Vec::new(),
+            min_bugs: 1,
+            max_bugs: self.config.max_bugs,
+            hint_levels: Vec::new(),
+        };
+        self.generate_request(&request, progress)
+    }
+
+    /// Makes up to `request.count` tasks (fewer when the repository runs out of candidates
+    /// or `max_candidates` is reached).
+    pub fn generate_request(
+        &mut self,
+        request: &SynthRequest,
+        progress: ProgressFn<'_>,
+    ) -> Result<Vec<Task>> {
+        if request.min_bugs == 0 || request.min_bugs > request.max_bugs || request.max_bugs > 8 {
+            return Err(SynthError::InvalidOption(format!(
+                "bug counts {}..={} must lie within 1..=8",
+                request.min_bugs, request.max_bugs
+            )));
+        }
+        for name in &request.operators {
+            if !mutate::operators().iter().any(|o| o.name == name) {
+                return Err(mutate::MutateError::UnknownOperator(name.clone()).into());
+            }
+        }
+        if let Some(bad) = request.hint_levels.iter().find(|l| **l > MAX_HINT_LEVEL) {
+            return Err(SynthError::InvalidOption(format!(
+                "hint level {bad} is out of range 0..={MAX_HINT_LEVEL}"
+            )));
+        }
+        let started = Instant::now();
+        let result = self.generate_inner(request, progress);
+        self.stats.elapsed_s += started.elapsed().as_secs_f64();
+        result
+    }
+
+    fn generate_inner(
+        &mut self,
+        request: &SynthRequest,
+        progress: ProgressFn<'_>,
+    ) -> Result<Vec<Task>> {
+        let kinds = request.max_bugs - request.min_bugs + 1;
+        // Tasks still wanted per bug count, spread evenly, the remainder to the fewest bugs.
+        let mut wanted: BTreeMap<usize, usize> = (request.min_bugs..=request.max_bugs)
+            .enumerate()
+            .map(|(i, k)| {
+                (
+                    k,
+                    request.count / kinds + usize::from(i < request.count % kinds),
+                )
+            })
+            .collect();
+        let operators: Vec<String> = if request.operators.is_empty() {
+            self.config.operators.clone()
+        } else {
+            request.operators.clone()
+        };
+        let hint_levels = if request.hint_levels.is_empty() {
+            self.config.hint_levels.clone()
+        } else {
+            request.hint_levels.clone()
+        };
+        let workers = if self.config.workers == 0 {
+            self.sandbox.workers()
+        } else {
+            self.config.workers
+        }
+        .max(1);
+        let batch_size = workers * 3;
+        let mut tasks = Vec::new();
+        let mut tried = 0usize;
+        loop {
+            if self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Relaxed))
+            {
+                return Err(SynthError::Cancelled);
+            }
+            let remaining: usize = wanted.values().sum();
+            if remaining == 0 {
+                break;
+            }
+            if self.config.max_candidates > 0 && self.stats.candidates >= self.config.max_candidates
+            {
+                break;
+            }
+            let batch = self.next_batch(&wanted, &operators, batch_size, request.min_bugs);
+            if batch.is_empty() {
+                break;
+            }
+            let verdicts =
+                self.validate_all(&batch, workers, progress, tasks.len(), request.count, tried);
+            for (candidate, verdict) in batch.iter().zip(verdicts) {
+                tried += 1;
+                self.stats.candidates += 1;
+                let key = self.operator_key(candidate);
+                let entry = self.stats.by_operator.entry(key).or_default();
+                entry.tried += 1;
+                match verdict {
+                    Verdict::Rejected(reason, runs, selection, tests_run) => {
+                        *entry
+                            .rejected
+                            .entry(reason_name(reason).into())
+                            .or_insert(0) += 1;
+                        self.stats.validation_runs += runs;
+                        self.stats.tests_run += tests_run;
+                        if let Some(selection) = selection {
+                            *self
+                                .stats
+                                .by_selection
+                                .entry(selection.as_str().into())
+                                .or_insert(0) += runs;
+                        }
+                    }
+                    Verdict::Valid(validated) => {
+                        entry.valid += 1;
+                        self.stats.validation_runs += validated.runs;
+                        self.stats.tests_run += validated.tests_run;
+                        *self
+                            .stats
+                            .by_selection
+                            .entry(validated.selection.as_str().into())
+                            .or_insert(0) += validated.runs;
+                        let bugs = candidate.sites.len();
+                        if bugs == 1 {
+                            self.singles.push(Single {
+                                site: candidate.sites[0],
+                            });
+                        }
+                        let accept = bugs >= request.min_bugs
+                            && wanted.get(&bugs).is_some_and(|w| *w > 0)
+                            && (bugs > 1
+                                || operators.is_empty()
+                                || operators
+                                    .contains(&self.sites[candidate.sites[0]].mutation.operator));
+                        if accept {
+                            if let Some(w) = wanted.get_mut(&bugs) {
+                                *w -= 1;
+                            }
+                            let level = hint_levels[self.rng.random_range(0..hint_levels.len())];
+                            let task = self.make_task(candidate, &validated, level)?;
+                            self.stats.valid += 1;
+                            tasks.push(task);
+                        }
+                    }
+                }
+            }
+            progress(&SynthProgress {
+                valid: tasks.len(),
+                target: request.count,
+                tried,
+            });
+        }
+        Ok(tasks)
+    }
+
+    fn operator_key(&self, candidate: &Candidate) -> String {
+        if candidate.sites.len() == 1 {
+            self.sites[candidate.sites[0]].mutation.operator.clone()
+        } else {
+            format!("{} bugs", candidate.sites.len())
+        }
+    }
+
+    /// The next candidates, deterministic given the seed and the results so far: multi-bug
+    /// combinations of validated single bugs first, then new single bugs round-robin over the
+    /// operators.
+    fn next_batch(
+        &mut self,
+        wanted: &BTreeMap<usize, usize>,
+        operators: &[String],
+        size: usize,
+        min_bugs: usize,
+    ) -> Vec<Candidate> {
+        let mut batch = Vec::new();
+        let mut want_combos = 0;
+        for (&bugs, &count) in wanted.range(2..) {
+            want_combos += count;
+            let mut attempts = 0;
+            let mut made = 0;
+            while made < count && batch.len() < size && attempts < count * 8 + 8 {
+                attempts += 1;
+                if let Some(candidate) = self.combination(bugs) {
+                    batch.push(candidate);
+                    made += 1;
+                }
+            }
+        }
+        let want_singles = wanted.get(&1).copied().unwrap_or(0) > 0 && min_bugs <= 1;
+        // Single bugs are also the material of combinations.
+        let need_material = want_combos > 0 && batch.len() < want_combos.min(size);
+        if want_singles || need_material {
+            let mut names: Vec<String> = self
+                .queues
+                .iter()
+                .filter(|(name, queue)| {
+                    !queue.is_empty() && (operators.is_empty() || operators.contains(name))
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            while batch.len() < size && !names.is_empty() {
+                let pick = self.next_operator % names.len();
+                self.next_operator = self.next_operator.wrapping_add(1);
+                let name = names[pick].clone();
+                let Some(site) = self.queues.get_mut(&name).and_then(|q| q.pop_front()) else {
+                    names.remove(pick);
+                    continue;
+                };
+                if let Some(candidate) = self.candidate(&[site]) {
+                    batch.push(candidate);
+                }
+            }
+        }
+        batch
+    }
+
+    /// A new combination of `bugs` validated single bugs within the configured scope.
+    fn combination(&mut self, bugs: usize) -> Option<Candidate> {
+        if self.singles.len() < bugs {
+            return None;
+        }
+        let anchor = self.singles[self.rng.random_range(0..self.singles.len())].site;
+        let anchor_site = &self.sites[anchor];
+        let mut others: Vec<usize> = self
+            .singles
+            .iter()
+            .map(|s| s.site)
+            .filter(|&s| s != anchor)
+            .filter(|&s| {
+                let site = &self.sites[s];
+                match self.config.scope {
+                    CombineScope::Function => {
+                        site.file == anchor_site.file
+                            && !site.mutation.scope.is_empty()
+                            && site.mutation.scope == anchor_site.mutation.scope
+                    }
+                    CombineScope::File => site.file == anchor_site.file,
+                    CombineScope::Repo => site.file != anchor_site.file,
+                }
+            })
+            .collect();
+        others.shuffle(&mut self.rng);
+        let mut chosen = vec![anchor];
+        for other in others {
+            if chosen.len() == bugs {
+                break;
+            }
+            let site = &self.sites[other];
+            let clash = chosen.iter().any(|&c| {
+                let c = &self.sites[c];
+                c.file == site.file
+                    && (mutate::overlaps(&c.mutation, &site.mutation)
+                        || (self.config.scope == CombineScope::Repo))
+            });
+            if !clash {
+                chosen.push(other);
+            }
+        }
+        if chosen.len() < bugs {
+            return None;
+        }
+        chosen.sort_unstable();
+        self.candidate(&chosen)
+    }
+
+    /// The buggy tree of a set of sites, unless it is unparseable or already made.
+    fn candidate(&mut self, sites: &[usize]) -> Option<Candidate> {
+        let mut by_file: BTreeMap<&str, Vec<&Mutation>> = BTreeMap::new();
+        for &s in sites {
+            by_file
+                .entry(self.sites[s].file.as_str())
+                .or_default()
+                .push(&self.sites[s].mutation);
+        }
+        let mut files = FileTree::new();
+        for (file, mutations) in by_file {
+            let source = std::str::from_utf8(self.repo.files.get(file)?).ok()?;
+            let mutation = if mutations.len() == 1 {
+                mutations[0].clone()
+            } else {
+                mutate::combine(source, &mutations)?
+            };
+            let buggy = mutate::apply(source, &mutation.edits).ok()?;
+            if buggy == source || !mutate::parses(&buggy) {
+                return None;
+            }
+            files.insert(file.to_string(), Arc::new(buggy.into_bytes()));
+        }
+        let mut hasher = Sha256::new();
+        for (path, data) in &files {
+            hasher.update(path.as_bytes());
+            hasher.update([0]);
+            hasher.update(data.as_slice());
+            hasher.update([0]);
+        }
+        let key = hex::encode(hasher.finalize());
+        if !self.seen.insert(key.clone()) {
+            self.stats.duplicates += 1;
+            return None;
+        }
+        Some(Candidate {
+            sites: sites.to_vec(),
+            files,
+            key,
+        })
+    }
+
+    fn validate_all(
+        &self,
+        batch: &[Candidate],
+        workers: usize,
+        progress: ProgressFn<'_>,
+        valid_before: usize,
+        target: usize,
+        tried_before: usize,
+    ) -> Vec<Verdict> {
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Verdict>>> =
+            batch.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..workers.min(batch.len()) {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(candidate) = batch.get(i) else { break };
+                        let verdict = self.validate(candidate);
+                        if let Ok(mut slot) = slots[i].lock() {
+                            *slot = Some(verdict);
+                        }
+                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        progress(&SynthProgress {
+                            valid: valid_before,
+                            target,
+                            tried: tried_before + finished,
+                        });
+                    }
+                });
+            }
+        });
+        slots
+            .into_iter()
+            .map(|slot| {
+                slot.into_inner()
+                    .ok()
+                    .flatten()
+                    .unwrap_or(Verdict::Rejected(Rejection::Error, 0, None, 0))
+            })
+            .collect()
+    }
+
+    fn limits(&self) -> Limits {
+        let mut limits = self.repo.prepared.config.limits();
+        let budget = self.intake.suite_seconds * self.config.timeout_factor + 1.0;
+        limits.timeout_s = limits.timeout_s.min(budget.max(2.0));
+        limits
+    }
+
+    /// Runs the tests that can see the candidate (twice when reproducing) and buckets them.
+    fn validate(&self, candidate: &Candidate) -> Verdict {
+        let spans: Vec<ChangedSpan<'_>> = candidate
+            .sites
+            .iter()
+            .map(|&s| {
+                let site = &self.sites[s];
+                ChangedSpan {
+                    file: &site.file,
+                    start_line: site.mutation.start_line,
+                    end_line: site.mutation.end_line,
+                    in_function_body: site.mutation.in_function_body,
+                }
+            })
+            .collect();
+        let (selected, kind) = if self.config.select_tests {
+            let selection = self.index.select(&spans);
+            (selection.tests, selection.kind)
+        } else {
+            (self.intake.passing.clone(), SelectionKind::Full)
+        };
+        if selected.is_empty() {
+            return Verdict::Rejected(Rejection::NoFailingTest, 0, None, 0);
+        }
+        let mut args = vec!["--continue-on-collection-errors".to_string()];
+        if kind != SelectionKind::Full {
+            // Node ids select exactly; past a few hundred, whole files are shorter to pass.
+            if selected.len() <= 400 {
+                args.extend(selected.iter().cloned());
+            } else {
+                let files: BTreeSet<&str> = selected.iter().map(|id| test_file(id)).collect();
+                args.extend(files.into_iter().map(String::from));
+            }
+        }
+        let mut tree = self.repo.files.clone();
+        for (path, data) in &candidate.files {
+            tree.insert(path.clone(), data.clone());
+        }
+        let first = match self.run_once(&tree, &args) {
+            Ok(report) => report,
+            Err(reason) => return Verdict::Rejected(reason, 1, Some(kind), 0),
+        };
+        let tests_run = first.tests.len();
+        let buckets = bucket(&self.intake.passing, &selected, &first.tests);
+        if buckets.fail_to_pass.is_empty() {
+            return Verdict::Rejected(Rejection::NoFailingTest, 1, Some(kind), tests_run);
+        }
+        if buckets.pass_to_pass.is_empty() {
+            return Verdict::Rejected(Rejection::NoPassingTest, 1, Some(kind), tests_run);
+        }
+        let mut runs = 1;
+        if self.config.reproduce {
+            runs += 1;
+            let again = match self.run_once(&tree, &args) {
+                Ok(report) => report,
+                Err(reason) => return Verdict::Rejected(reason, runs, Some(kind), tests_run),
+            };
+            let second = bucket(&self.intake.passing, &selected, &again.tests);
+            if second.fail_to_pass != buckets.fail_to_pass
+                || second.pass_to_pass != buckets.pass_to_pass
+            {
+                return Verdict::Rejected(
+                    Rejection::NotReproducible,
+                    runs,
+                    Some(kind),
+                    tests_run + again.tests.len(),
+                );
+            }
+        }
+        let failing_records = buckets
+            .fail_to_pass
+            .iter()
+            .map(|id| {
+                first
+                    .tests
+                    .iter()
+                    .find(|t| &t.id == id)
+                    .cloned()
+                    .unwrap_or_else(|| missing_record(id, &first.tests))
+            })
+            .collect();
+        Verdict::Valid(Validated {
+            fail_to_pass: buckets.fail_to_pass,
+            pass_to_pass: buckets.pass_to_pass,
+            failing_records,
+            selection: kind,
+            tests_run: tests_run * runs,
+            runs,
+        })
+    }
+
+    fn run_once(
+        &self,
+        tree: &FileTree,
+        args: &[String],
+    ) -> std::result::Result<frognano_core::TestReport, Rejection> {
+        let work = tempfile::Builder::new()
+            .prefix("frognano-synth-")
+            .tempdir()
+            .map_err(|_| Rejection::Error)?;
+        materialise(tree, work.path()).map_err(|_| Rejection::Error)?;
+        let request = TestRequest {
+            pytest_args: args.to_vec(),
+            limits: Some(self.limits()),
+            cancel: self.cancel.clone(),
+            coverage: false,
+        };
+        let report = self
+            .sandbox
+            .run_tests_in_workspace(&self.repo.prepared, work.path(), &request)
+            .map_err(|_| Rejection::Error)?;
+        match report.outcome {
+            RunOutcome::Passed | RunOutcome::Failed | RunOutcome::NoTests => {}
+            _ => return Err(Rejection::Limit),
+        }
+        match report.exit_code {
+            Some(0 | 1 | 5) => Ok(report),
+            _ => Err(Rejection::BrokenSuite),
+        }
+    }
+
+    fn make_task(
+        &self,
+        candidate: &Candidate,
+        validated: &Validated,
+        hint_level: u8,
+    ) -> Result<Task> {
+        let clean: FileTree = candidate
+            .files
+            .keys()
+            .filter_map(|p| self.repo.files.get(p).map(|d| (p.clone(), d.clone())))
+            .collect();
+        let bug_patch = diff_trees(&clean, &candidate.files, 3);
+        let (mut added, mut removed) = (0usize, 0usize);
+        for line in bug_patch.lines() {
+            if line.starts_with('+') && !line.starts_with("+++") {
+                added += 1;
+            } else if line.starts_with('-') && !line.starts_with("---") {
+                removed += 1;
+            }
+        }
+        let sites: Vec<&Site> = candidate.sites.iter().map(|&s| &self.sites[s]).collect();
+        let roots = &self.repo.prepared.config.import_roots;
+        let modules: Vec<String> = candidate
+            .files
+            .keys()
+            .map(|p| module_name(p, roots))
+            .collect();
+        let scopes: Vec<String> = sites.iter().map(|s| s.mutation.scope.clone()).collect();
+        let mut secret_lines = BTreeSet::new();
+        for (path, buggy) in &candidate.files {
+            let Some(original) = self.repo.files.get(path) else {
+                continue;
+            };
+            let buggy_text = String::from_utf8_lossy(buggy);
+            let buggy_lines: HashSet<&str> = buggy_text.lines().map(str::trim).collect();
+            for line in String::from_utf8_lossy(original).lines() {
+                let line = line.trim();
+                if !line.is_empty() && !buggy_lines.contains(line) {
+                    secret_lines.insert(line.to_string());
+                }
+            }
+        }
+        let statement = write_statement(
+            &StatementInput {
+                modules: modules.clone(),
+                scopes: scopes.clone(),
+                failing: validated.failing_records.iter().collect(),
+                secret_lines,
+            },
+            hint_level,
+        );
+        let operators: Vec<&str> = sites.iter().map(|s| s.mutation.operator.as_str()).collect();
+        let short_ops = operators.join("+");
+        let id = format!(
+            "{}__{}__{}",
+            self.repo_name,
+            short_ops,
+            &candidate.key[..10]
+        );
+        let mut metadata = serde_json::Map::new();
+        metadata.insert(
+            "difficulty".into(),
+            serde_json::json!({
+                "operators": operators,
+                "bug_count": sites.len(),
+                "hint_level": hint_level,
+                "files_changed": candidate.files.len(),
+                "lines_changed": added.max(removed),
+                "lines_added": added,
+                "lines_removed": removed,
+                "fail_to_pass": validated.fail_to_pass.len(),
+                "pass_to_pass": validated.pass_to_pass.len(),
+                "scopes": scopes,
+            }),
+        );
+        metadata.insert(
+            "synth".into(),
+            serde_json::json!({
+                "generator": concat!("frognano-synth ", env!("CARGO_PKG_VERSION")),
+                "seed": self.config.seed,
+                "combine_scope": self.config.scope.as_str(),
+                "modules": modules,
+                "selection": validated.selection.as_str(),
+                "tests_run": validated.tests_run,
+                "validation_runs": validated.runs,
+                "edits": sites.iter().map(|s| serde_json::json!({
+                    "file": s.file,
+                    "operator": s.mutation.operator,
+                    "lines": [s.mutation.start_line, s.mutation.end_line],
+                    "description": s.mutation.description,
+                })).collect::<Vec<_>>(),
+            }),
+        );
+        let task = Task {
+            id,
+            repo: self.source.clone(),
+            bug_patch,
+            gold_patch: None,
+            test_patch: None,
+            problem_statement: statement,
+            fail_to_pass: validated.fail_to_pass.clone(),
+            pass_to_pass: validated.pass_to_pass.clone(),
+            test_args: Vec::new(),
+            limits: self.repo.prepared.config.limits(),
+            metadata,
+        };
+        task.validate()
+            .map_err(|e| SynthError::InvalidOption(e.to_string()))?;
+        Ok(task)
+    }
+}
+
+impl TaskSynthesizer for Synthesizer {
+    fn propose(&mut self, n: usize) -> frognano_core::Result<Vec<Task>> {
+        Ok(self.generate(n, &|_| {})?)
+    }
+
+    fn feedback(&mut self, _outcomes: &[EpisodeOutcome]) -> frognano_core::Result<()> {
+        Ok(())
+    }
+}
+
+fn reason_name(reason: Rejection) -> &'static str {
+    match reason {
+        Rejection::NoFailingTest => "no_failing_test",
+        Rejection::NoPassingTest => "no_passing_test",
+        Rejection::Limit => "limit",
+        Rejection::NotReproducible => "not_reproducible",
+        Rejection::BrokenSuite => "broken_suite",
+        Rejection::Error => "error",
+    }
+}
+
+struct Buckets {
+    fail_to_pass: Vec<String>,
+    pass_to_pass: Vec<String>,
+}
+
+/// FAIL_TO_PASS: selected passing tests that failed, errored or went missing with the bug.
+/// PASS_TO_PASS: every other passing test, except selected ones whose outcome changed
+/// otherwise (e.g. now skipped); tests not selected cannot see the bug and still pass.
+fn bucket(passing: &BTreeSet<String>, selected: &BTreeSet<String>, ran: &[TestRecord]) -> Buckets {
+    let outcomes: BTreeMap<&str, TestOutcome> =
+        ran.iter().map(|t| (t.id.as_str(), t.outcome)).collect();
+    let mut fail_to_pass = Vec::new();
+    let mut pass_to_pass = Vec::new();
+    for id in passing {
+        if !selected.contains(id) {
+            pass_to_pass.push(id.clone());
+            continue;
+        }
+        match outcomes.get(id.as_str()) {
+            Some(TestOutcome::Passed) => pass_to_pass.push(id.clone()),
+            Some(TestOutcome::Failed | TestOutcome::Error) | None => fail_to_pass.push(id.clone()),
+            Some(_) => {}
+        }
+    }
+    Buckets {
+        fail_to_pass,
+        pass_to_pass,
+    }
+}
+
+/// A failure record for a test the buggy run never reported (its module failed to import).
+fn missing_record(id: &str, ran: &[TestRecord]) -> TestRecord {
+    let file = test_file(id);
+    let message = ran
+        .iter()
+        .find(|t| t.id == file || t.id.starts_with(&format!("{file}::")) && t.message.is_some())
+        .and_then(|t| t.message.clone())
+        .or_else(|| Some("the test was not collected (its module failed to import)".into()));
+    TestRecord {
+        id: id.to_string(),
+        outcome: TestOutcome::Error,
+        duration_s: 0.0,
+        message,
+    }
+}
+
+/// The dotted module name of a file under one of the import roots.
+pub fn module_name(path: &str, roots: &[String]) -> String {
+    let mut best = path;
+    for root in roots {
+        if root == "." || root.is_empty() {
+            continue;
+        }
+        if let Some(rest) = path.strip_prefix(&format!("{}/", root.trim_end_matches('/'))) {
+            best = rest;
+        }
+    }
+    let stem = best.strip_suffix(".py").unwrap_or(best);
+    stem.strip_suffix("/__init__")
+        .unwrap_or(stem)
+        .replace('/', ".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, outcome: TestOutcome) -> TestRecord {
+        TestRecord {
+            id: id.into(),
+            outcome,
+            duration_s: 0.0,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn buckets_follow_the_swe_smith_rule() {
+        let passing: BTreeSet<String> = ["a::1", "a::2", "a::3", "b::1", "c::1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let selected: BTreeSet<String> = ["a::1", "a::2", "a::3", "b::1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let ran = vec![
+            record("a::1", TestOutcome::Failed),
+            record("a::2", TestOutcome::Passed),
+            record("a::3", TestOutcome::Skipped),
+        ];
+        let b = bucket(&passing, &selected, &ran);
+        // b::1 was selected but never reported: its module broke.
+        assert_eq!(b.fail_to_pass, vec!["a::1", "b::1"]);
+        assert_eq!(b.pass_to_pass, vec!["a::2", "c::1"]);
+    }
+
+    #[test]
+    fn module_names_strip_import_roots() {
+        let roots = vec![".".to_string(), "src".to_string()];
+        assert_eq!(module_name("src/pkg/core.py", &roots), "pkg.core");
+        assert_eq!(module_name("pkg/__init__.py", &roots), "pkg");
+        assert_eq!(module_name("top.py", &roots), "top");
+    }
+
+    #[test]
+    fn config_validation_names_the_problem() {
+        let bad = SynthConfig {
+            operators: vec!["no_such_op".into()],
+            ..SynthConfig::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("no_such_op")
+        );
+        let bad = SynthConfig {
+            hint_levels: vec![9],
+            ..SynthConfig::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = SynthConfig {
+            max_bugs: 0,
+            ..SynthConfig::default()
+        };
+        assert!(bad.validate().is_err());
+        assert!(SynthConfig::default().validate().is_ok());
+        assert_eq!(CombineScope::parse("module").ok(), Some(CombineScope::File));
+        assert!(CombineScope::parse("galaxy").is_err());
+    }
+}
