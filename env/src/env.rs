@@ -758,10 +758,8 @@ fn grade(sandbox: &Sandbox, ep: &Episode, current: &FileTree) -> Result<Grading>
         .tempdir()
         .map_err(EnvError::io("create grading workspace"))?;
     repo::materialise(&graded, dir.path())?;
-    let mut args: Vec<String> = ep.task.fail_to_pass.clone();
-    args.extend(ep.task.pass_to_pass.iter().cloned());
     let request = TestRequest {
-        pytest_args: args,
+        pytest_args: grading_args(&ep.task.fail_to_pass, &ep.task.pass_to_pass),
         limits: Some(ep.task.limits),
         ..TestRequest::default()
     };
@@ -795,6 +793,17 @@ fn grade(sandbox: &Sandbox, ep: &Episode, current: &FileTree) -> Result<Grading>
         restored_files: restored,
         duration_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The pytest arguments of a grading run: every FAIL_TO_PASS and PASS_TO_PASS id once, in
+/// sorted order (a canonical order, so that task synthesis can validate a bug with exactly the
+/// run that grades it), and a module that fails to import fails only its own tests.
+pub fn grading_args(fail_to_pass: &[String], pass_to_pass: &[String]) -> Vec<String> {
+    let ids: std::collections::BTreeSet<&String> =
+        fail_to_pass.iter().chain(pass_to_pass).collect();
+    let mut args = vec!["--continue-on-collection-errors".to_string()];
+    args.extend(ids.into_iter().cloned());
+    args
 }
 
 /// A short map of the repository: its files with line counts, and the top-level classes and

@@ -37,7 +37,7 @@ pub mod tools;
 
 pub use env::{
     EnvConfig, EpisodeRecord, GradedTest, Grading, RepoEnv, StepRecord, TestRunSummary,
-    is_protected, repo_map, truncate_middle,
+    grading_args, is_protected, repo_map, truncate_middle,
 };
 pub use error::{EnvError, Result};
 pub use pool::{EnvPool, EvalSummary, RolloutStats};

@@ -35,21 +35,6 @@ pub enum SynthError {
     /// Synthesis was cancelled.
     #[error("cancelled")]
     Cancelled,
-    /// Reading or writing a host file failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-}
-
-impl SynthError {
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SynthError {
-        let context = context.into();
-        move |source| SynthError::Io { context, source }
-    }
 }
 
 impl From<SynthError> for frognano_core::Error {

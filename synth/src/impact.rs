@@ -437,6 +437,7 @@ mod tests {
             flaky: BTreeSet::new(),
             failing: BTreeSet::new(),
             skipped: BTreeSet::new(),
+            order_dependent: BTreeSet::new(),
             suite_seconds: 0.1,
             coverage,
         }

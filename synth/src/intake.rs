@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Result, SynthError};
 
 /// Bump when the cached record's meaning changes.
-const INTAKE_FORMAT: u32 = 1;
+const INTAKE_FORMAT: u32 = 2;
 
 /// What the clean suite of a repository says, once per repository content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +28,10 @@ pub struct Intake {
     pub failing: BTreeSet<String>,
     /// Tests skipped or xfailed in a clean run (excluded).
     pub skipped: BTreeSet<String>,
+    /// Tests that pass in the suite's own order but not when the passing tests run by id in
+    /// grading order (they depend on state other tests leave behind; excluded).
+    #[serde(default)]
+    pub order_dependent: BTreeSet<String>,
     /// Wall-clock seconds of a clean run of the whole suite (without coverage).
     pub suite_seconds: f64,
     /// Which lines each test executed, when the interpreter could record it.
@@ -37,7 +41,11 @@ pub struct Intake {
 impl Intake {
     /// Number of tests the clean runs reported.
     pub fn total(&self) -> usize {
-        self.passing.len() + self.flaky.len() + self.failing.len() + self.skipped.len()
+        self.passing.len()
+            + self.flaky.len()
+            + self.failing.len()
+            + self.skipped.len()
+            + self.order_dependent.len()
     }
 }
 
@@ -103,16 +111,52 @@ pub fn run_intake(
         check_usable(&repo.root, &report)?;
         reports.push(report);
     }
-    let intake = classify(&repo.content_hash, &reports);
+    let mut intake = classify(&repo.content_hash, &reports);
+    // Graders run the FAIL_TO_PASS and PASS_TO_PASS ids in a canonical order, not the suite's
+    // own: a test that passes only after some other test ran cannot grade anything. A few
+    // rounds, since dropping tests can expose more such dependencies.
+    for _ in 0..3 {
+        if intake.passing.is_empty() {
+            break;
+        }
+        let ids: Vec<String> = intake.passing.iter().cloned().collect();
+        let request = TestRequest {
+            pytest_args: frognano_env::grading_args(&[], &ids),
+            limits: Some(limits),
+            ..TestRequest::default()
+        };
+        let report = sandbox.run_tests_prepared(&repo.prepared, &request)?;
+        check_usable(&repo.root, &report)?;
+        let passed: BTreeSet<&str> = report
+            .tests
+            .iter()
+            .filter(|t| t.outcome == TestOutcome::Passed)
+            .map(|t| t.id.as_str())
+            .collect();
+        let dependent: Vec<String> = intake
+            .passing
+            .iter()
+            .filter(|id| !passed.contains(id.as_str()))
+            .cloned()
+            .collect();
+        if dependent.is_empty() {
+            break;
+        }
+        for id in dependent {
+            intake.passing.remove(&id);
+            intake.order_dependent.insert(id);
+        }
+    }
     if intake.passing.is_empty() {
         return Err(SynthError::Intake {
             repo: repo.root.clone(),
             reason: format!(
                 "no test passes reliably in the clean repository ({} failing, {} flaky, {} \
-                 skipped): a bug can only be validated against passing tests",
+                 skipped, {} order-dependent): a bug can only be validated against passing tests",
                 intake.failing.len(),
                 intake.flaky.len(),
-                intake.skipped.len()
+                intake.skipped.len(),
+                intake.order_dependent.len()
             ),
         });
     }
@@ -171,6 +215,7 @@ pub fn classify(content_hash: &str, reports: &[TestReport]) -> Intake {
         flaky: BTreeSet::new(),
         failing: BTreeSet::new(),
         skipped: BTreeSet::new(),
+        order_dependent: BTreeSet::new(),
         suite_seconds: reports
             .iter()
             .skip(1)

@@ -85,11 +85,9 @@ pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
         }
     }
     if level >= 2 {
-        let mut shown = 0;
+        // Tests that fail the same way are shown once, with how many share the message.
+        let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
         for test in &input.failing {
-            if shown == MAX_MESSAGES {
-                break;
-            }
             let Some(message) = &test.message else {
                 continue;
             };
@@ -101,8 +99,22 @@ pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
             if body.trim().is_empty() {
                 continue;
             }
-            shown += 1;
-            out.push_str(&format!("\n{}:\n```\n{}\n```\n", test.id, body.trim_end()));
+            match groups.iter_mut().find(|(b, _)| *b == body) {
+                Some((_, ids)) => ids.push(&test.id),
+                None => groups.push((body, vec![&test.id])),
+            }
+        }
+        for (body, ids) in groups.iter().take(MAX_MESSAGES) {
+            let also = match ids.len() {
+                1 => String::new(),
+                2 => " (and 1 more test)".to_string(),
+                n => format!(" (and {} more tests)", n - 1),
+            };
+            out.push_str(&format!(
+                "\n{}{also}:\n```\n{}\n```\n",
+                ids[0],
+                body.trim_end()
+            ));
         }
     }
     out
@@ -194,7 +206,7 @@ mod tests {
     #[test]
     fn many_failures_are_summarised() {
         let tests: Vec<TestRecord> = (0..20)
-            .map(|i| failing(&format!("t.py::test_{i}"), "E   boom"))
+            .map(|i| failing(&format!("t.py::test_{i}"), &format!("E   boom {}", i % 7)))
             .collect();
         let input = StatementInput {
             modules: vec!["a".into(), "b".into()],
@@ -207,5 +219,7 @@ mod tests {
         assert!(text.contains("20 failing tests"));
         assert!(text.contains("... and 8 more"));
         assert_eq!(text.matches("E   boom").count(), MAX_MESSAGES);
+        // 20 failures with 7 distinct messages: shown once each, with the count of the rest.
+        assert!(text.contains("t.py::test_0 (and 2 more tests):"));
     }
 }

@@ -77,7 +77,8 @@ pub struct SynthConfig {
     pub hint_levels: Vec<u8>,
     /// Parallel validations (default: the sandbox's workers).
     pub workers: usize,
-    /// Re-run every candidate that looks valid and keep it only if the result reproduces.
+    /// Confirm every candidate that looks valid with a second, grading-equivalent run (every
+    /// passing test, by id, in grading order) and keep it only if both runs agree.
     pub reproduce: bool,
     /// Validate with only the tests that can observe the bug (coverage and import graph);
     /// `false` runs the whole suite for every candidate.
@@ -204,6 +205,9 @@ pub struct SynthStats {
     pub by_selection: BTreeMap<String, usize>,
     /// Tests executed in validation runs, in total.
     pub tests_run: usize,
+    /// Valid candidates whose grading-equivalent run failed a test the impact analysis had
+    /// not selected (should stay 0; a sign of dynamic behaviour the analysis cannot see).
+    pub selection_misses: usize,
     /// Seconds spent generating (intake excluded).
     pub elapsed_s: f64,
     /// Seconds the intake took (0 when it came from the cache).
@@ -278,6 +282,7 @@ struct Validated {
     selection: SelectionKind,
     tests_run: usize,
     runs: usize,
+    selection_miss: bool,
 }
 
 #[derive(Debug)]
@@ -640,6 +645,7 @@ impl Synthesizer {
                         entry.valid += 1;
                         self.stats.validation_runs += validated.runs;
                         self.stats.tests_run += validated.tests_run;
+                        self.stats.selection_misses += usize::from(validated.selection_miss);
                         *self
                             .stats
                             .by_selection
@@ -905,69 +911,81 @@ impl Synthesizer {
             return Verdict::Rejected(Rejection::NoFailingTest, 0, None, 0);
         }
         let mut args = vec!["--continue-on-collection-errors".to_string()];
-        if kind != SelectionKind::Full {
+        if kind == SelectionKind::Full {
+            args.extend(self.intake.passing.iter().cloned());
+        } else if selected.len() <= 400 {
             // Node ids select exactly; past a few hundred, whole files are shorter to pass.
-            if selected.len() <= 400 {
-                args.extend(selected.iter().cloned());
-            } else {
-                let files: BTreeSet<&str> = selected.iter().map(|id| test_file(id)).collect();
-                args.extend(files.into_iter().map(String::from));
-            }
+            args.extend(selected.iter().cloned());
+        } else {
+            let files: BTreeSet<&str> = selected.iter().map(|id| test_file(id)).collect();
+            args.extend(files.into_iter().map(String::from));
         }
         let mut tree = self.repo.files.clone();
         for (path, data) in &candidate.files {
             tree.insert(path.clone(), data.clone());
         }
-        let first = match self.run_once(&tree, &args) {
+        // Screen: only the tests that can see the bug.
+        let screen = match self.run_once(&tree, &args) {
             Ok(report) => report,
             Err(reason) => return Verdict::Rejected(reason, 1, Some(kind), 0),
         };
-        let tests_run = first.tests.len();
-        let buckets = bucket(&self.intake.passing, &selected, &first.tests);
-        if buckets.fail_to_pass.is_empty() {
+        let mut tests_run = screen.tests.len();
+        let screened = bucket(&self.intake.passing, &selected, &screen.tests);
+        if screened.fail_to_pass.is_empty() {
             return Verdict::Rejected(Rejection::NoFailingTest, 1, Some(kind), tests_run);
         }
-        if buckets.pass_to_pass.is_empty() {
+        if screened.pass_to_pass.is_empty() {
             return Verdict::Rejected(Rejection::NoPassingTest, 1, Some(kind), tests_run);
         }
-        let mut runs = 1;
-        if self.config.reproduce {
-            runs += 1;
-            let again = match self.run_once(&tree, &args) {
-                Ok(report) => report,
-                Err(reason) => return Verdict::Rejected(reason, runs, Some(kind), tests_run),
-            };
-            let second = bucket(&self.intake.passing, &selected, &again.tests);
-            if second.fail_to_pass != buckets.fail_to_pass
-                || second.pass_to_pass != buckets.pass_to_pass
-            {
-                return Verdict::Rejected(
-                    Rejection::NotReproducible,
-                    runs,
-                    Some(kind),
-                    tests_run + again.tests.len(),
-                );
-            }
+        if !self.config.reproduce {
+            let failing_records = failing_records(&screened.fail_to_pass, &screen.tests);
+            return Verdict::Valid(Validated {
+                fail_to_pass: screened.fail_to_pass,
+                pass_to_pass: screened.pass_to_pass,
+                failing_records,
+                selection: kind,
+                tests_run,
+                runs: 1,
+                selection_miss: false,
+            });
         }
-        let failing_records = buckets
+        // Confirm: exactly the run that will grade the task (every passing test by id, in
+        // grading order). It must agree with the screen on the tests both ran.
+        let passing: Vec<String> = self.intake.passing.iter().cloned().collect();
+        let confirm = match self.run_once(&tree, &frognano_env::grading_args(&[], &passing)) {
+            Ok(report) => report,
+            Err(reason) => return Verdict::Rejected(reason, 2, Some(kind), tests_run),
+        };
+        tests_run += confirm.tests.len();
+        let confirmed = bucket(&self.intake.passing, &self.intake.passing, &confirm.tests);
+        let confirmed_in_selection: Vec<&String> = confirmed
             .fail_to_pass
             .iter()
-            .map(|id| {
-                first
-                    .tests
-                    .iter()
-                    .find(|t| &t.id == id)
-                    .cloned()
-                    .unwrap_or_else(|| missing_record(id, &first.tests))
-            })
+            .filter(|id| selected.contains(*id))
             .collect();
+        let agrees = confirmed_in_selection.len() == screened.fail_to_pass.len()
+            && confirmed_in_selection
+                .iter()
+                .zip(&screened.fail_to_pass)
+                .all(|(a, b)| *a == b);
+        if !agrees {
+            return Verdict::Rejected(Rejection::NotReproducible, 2, Some(kind), tests_run);
+        }
+        if confirmed.pass_to_pass.is_empty() {
+            return Verdict::Rejected(Rejection::NoPassingTest, 2, Some(kind), tests_run);
+        }
+        // A failure outside the selection means the impact analysis missed a test: the task
+        // stands (the confirm run is the truth), the miss is counted.
+        let selection_miss = confirmed.fail_to_pass.len() != confirmed_in_selection.len();
+        let failing_records = failing_records(&confirmed.fail_to_pass, &confirm.tests);
         Verdict::Valid(Validated {
-            fail_to_pass: buckets.fail_to_pass,
-            pass_to_pass: buckets.pass_to_pass,
+            fail_to_pass: confirmed.fail_to_pass,
+            pass_to_pass: confirmed.pass_to_pass,
             failing_records,
             selection: kind,
-            tests_run: tests_run * runs,
-            runs,
+            tests_run,
+            runs: 2,
+            selection_miss,
         })
     }
 
@@ -1162,6 +1180,18 @@ fn bucket(passing: &BTreeSet<String>, selected: &BTreeSet<String>, ran: &[TestRe
         fail_to_pass,
         pass_to_pass,
     }
+}
+
+/// The failure records of `ids` (a test never reported gets one saying why).
+fn failing_records(ids: &[String], ran: &[TestRecord]) -> Vec<TestRecord> {
+    ids.iter()
+        .map(|id| {
+            ran.iter()
+                .find(|t| &t.id == id)
+                .cloned()
+                .unwrap_or_else(|| missing_record(id, ran))
+        })
+        .collect()
 }
 
 /// A failure record for a test the buggy run never reported (its module failed to import).
