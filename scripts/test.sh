@@ -23,3 +23,7 @@ echo "== examples"
 "$bin/frognano" test examples/repos/tinyparse
 "$bin/frognano" eval --out "$(mktemp -d)/records.jsonl"
 "$bin/frognano" eval --policy noop | grep -q "0 (0.0%)"
+synth_dir="$(mktemp -d)"
+"$bin/frognano" synth examples/repos/textkit -n 12 --max-bugs 2 --hint-levels 0,1,2,3 -o "$synth_dir/tasks.jsonl"
+"$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl" | grep -q "12 (100.0%)"
+"$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl" --policy noop | grep -q "0 (0.0%)"

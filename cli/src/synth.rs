@@ -125,12 +125,13 @@ fn synthesize(
     let mut synth = synth?;
     let intake = synth.intake();
     eprintln!(
-        "{label}: {} tests pass reliably ({} failing, {} flaky, {} skipped excluded); clean \
-         suite {:.2} s; {} mutation sites reached by tests",
+        "{label}: {} tests pass reliably ({} failing, {} flaky, {} skipped, {} order-dependent \
+         excluded); clean suite {:.2} s; {} mutation sites reached by tests",
         intake.passing.len(),
         intake.failing.len(),
         intake.flaky.len(),
         intake.skipped.len(),
+        intake.order_dependent.len(),
         intake.suite_seconds,
         synth.sites_per_operator().values().sum::<usize>()
     );
@@ -198,7 +199,8 @@ fn stats_table(stats: &SynthStats) -> Table {
     table
 }
 
-/// Task records name their repository relative to the task file when they can.
+/// Task records name their repository relative to the task file when both lie under one
+/// top-level directory (a project moved as a whole keeps working); otherwise absolutely.
 fn relative_sources(tasks: &mut [Task], out: &Path) {
     let Some(dir) = out
         .parent()
@@ -227,6 +229,12 @@ fn relative_sources(tasks: &mut [Task], out: &Path) {
         let Ok(absolute) = std::path::absolute(path) else {
             continue;
         };
+        let top = |p: &Path| p.components().take(2).collect::<PathBuf>();
+        if top(&absolute) != top(&dir) {
+            let hash = task.repo.content_hash().map(String::from);
+            task.repo = rebuild(absolute, hash);
+            continue;
+        }
         if let Some(relative) = pathdiff::diff_paths(&absolute, &dir) {
             let hash = task.repo.content_hash().map(String::from);
             task.repo = rebuild(relative, hash);
