@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI of the C bindings: builds libfrognano, checks that the committed header is current,
-# compiles the C examples (run_tests.c, agent_env.c) against the header with warnings as errors,
-# and runs them natively, under valgrind (memcheck) and with AddressSanitizer (+ LeakSanitizer).
+# compiles the C examples (run_tests.c, agent_env.c, synth_tasks.c) against the header with warnings
+# as errors, and runs them natively, under valgrind (memcheck) and with AddressSanitizer
+# (+ LeakSanitizer); synth_tasks.c under memcheck only on its error path (see the valgrind
+# section).
 #
 # Run from the repository root:  bash bindings-c/ci.sh
 #
@@ -83,15 +85,19 @@ cflags=(-Wall -Wextra -Werror -std=c11 -g -I bindings-c/include)
 libs=(-L"$lib_dir" -lfrognano)
 export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-step "gcc: examples/c/run_tests.c against libfrognano.so"
+step "gcc: examples/c/{run_tests,agent_env,synth_tasks}.c against libfrognano.so"
 gcc "${cflags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests"
 gcc "${cflags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env"
+gcc "${cflags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks"
 gcc "${cflags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak"
 
 step "run natively"
 "$work/run_tests" examples/repos/textkit | tail -n 3
 expect_status 1 "$work/run_tests" "$trap_repo" | grep -E '^(crashed|detail)'
 "$work/agent_env" examples/tasks/sample.jsonl
+"$work/synth_tasks" examples/repos/textkit 3 | grep -v '^stats: '
+# A suite that crashes cannot validate bugs: FROGNANO_ERROR_CODE_SYNTHESIS (14), exit status 2.
+expect_status 2 "$work/synth_tasks" "$trap_repo" 1 2>&1 | grep -E 'error 14: .*ended abnormally'
 
 # valgrind -----------------------------------------------------------------------------------
 #
@@ -162,6 +168,18 @@ memcheck 1 "$work/vg-trap.log" "$work/run_tests" "$trap_repo" \
 step "valgrind memcheck: examples/c/agent_env --skip-evaluate"
 memcheck 0 "$work/vg-agent.log" "$work/agent_env" --skip-evaluate examples/tasks/sample.jsonl
 
+# synth_tasks runs under memcheck only on the crashing repository: frognano_synthesize parses
+# its options, loads the repository, runs the first intake run (it crashes) and returns a
+# FROGNANO_ERROR_CODE_SYNTHESIS error object, in about 40 s. A successful synthesis is not run
+# under memcheck: the intake (three clean suite runs, one with coverage), the validation runs
+# and the oracle's episodes are over a dozen sandboxed runs at 30 s to a minute each under
+# memcheck (even one task from a tiny repository takes several minutes), far past the couple of
+# minutes each memcheck step here takes. It handles memory no differently from what agent_env
+# exercises under memcheck (a task set, owned JSON strings, error objects); it runs natively and
+# under ASAN + LeakSanitizer below, and tests/synth.rs covers its other paths.
+step "valgrind memcheck: examples/c/synth_tasks on a repository whose suite crashes"
+memcheck 2 "$work/vg-synth.log" "$work/synth_tasks" "$trap_repo" 1
+
 step "valgrind memcheck: the deliberate leak is reported"
 memcheck 99 "$work/vg-leak.log" "$work/leak"
 grep -q 'definitely lost: [1-9]' "$work/vg-leak.log"
@@ -186,6 +204,7 @@ asan_flags=(-fsanitize=address -fno-omit-frame-pointer)
 step "AddressSanitizer: build"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env_asan"
+gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak_asan"
 
 step "AddressSanitizer: examples/c/run_tests examples/repos/textkit"
@@ -196,6 +215,10 @@ expect_status 1 "$work/run_tests_asan" "$trap_repo" | grep -E '^(crashed|detail)
 
 step "AddressSanitizer: examples/c/agent_env (episode and oracle evaluation)"
 "$work/agent_env_asan" examples/tasks/sample.jsonl | tail -n 1
+
+step "AddressSanitizer: examples/c/synth_tasks (synthesis and oracle evaluation)"
+"$work/synth_tasks_asan" examples/repos/textkit 3 | tail -n 1
+expect_status 2 "$work/synth_tasks_asan" "$trap_repo" 1 2>&1 | grep -E 'error 14: '
 
 step "AddressSanitizer: the deliberate leak is reported"
 expect_status 99 "$work/leak_asan" 2>"$work/asan-leak.log" >/dev/null

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the wheel, installs it into a fresh virtualenv and runs the Python tests against the
-# installed package (not the source tree), then the Python example.
+# installed package (not the source tree), then the Python examples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
@@ -11,3 +11,4 @@ python3 -m venv "$work/venv"
 (cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider)
 "$work/venv/bin/python" examples/python/run_tests.py | tail -1
 "$work/venv/bin/python" examples/python/agent_loop.py | tail -2
+"$work/venv/bin/python" examples/python/synth_tasks.py | tail -2

@@ -73,6 +73,12 @@ typedef enum FrognanoErrorCode {
      * An environment was stepped (or its record read) without a running or finished episode.
      */
     FROGNANO_ERROR_CODE_EPISODE = 13,
+    /**
+     * Task synthesis cannot use the repository: its clean test suite cannot validate bugs (no
+     * tests, none passing reliably, a suite that times out or crashes), or a mutation could
+     * not be applied.
+     */
+    FROGNANO_ERROR_CODE_SYNTHESIS = 14,
 } FrognanoErrorCode;
 
 /**
@@ -188,7 +194,8 @@ typedef struct FrognanoSandbox FrognanoSandbox;
 typedef struct FrognanoStep FrognanoStep;
 
 /**
- * An immutable set of bug-fix tasks, read from a JSONL file by `frognano_tasks_load`.
+ * An immutable set of bug-fix tasks, read from a JSONL file by `frognano_tasks_load` or made
+ * by `frognano_synthesize`.
  *
  * Freed with `frognano_task_set_free`. Thread safety: immutable, so it may be read from any
  * number of threads at once (including by `frognano_evaluate`); it must not be freed while
@@ -851,6 +858,78 @@ struct FrognanoError *frognano_evaluate(const struct FrognanoSandbox *sandbox,
                                         const char *policy,
                                         size_t workers,
                                         char **out_summary_json);
+
+/**
+ * Makes up to `count` validated bug-fix tasks from the Python repository at `repo` (a
+ * directory or a `.zip`/`.tar.gz` bundle, UTF-8 path) whose test suite passes.
+ *
+ * The repository's clean suite runs first, twice, with line coverage (the intake; cached by
+ * the repository's content, so later calls on the same contents skip it). Then mutation
+ * operators inject bugs, and a bug becomes a task when a passing test fails with it, another
+ * keeps passing and a second, grading-equivalent run agrees. The same options (seed
+ * included) on the same repository give the same tasks. Fewer than `count` tasks come back
+ * when the repository runs out of candidate bugs or `max_candidates` is reached. The task
+ * records name the repository by its absolute path (a relative `repo` is resolved against the
+ * current directory).
+ *
+ * `options_json` is `NULL` (every default) or a JSON object of synthesis options, each
+ * optional: `seed` (integer, default 0), `operators` (array of names from
+ * `frognano_mutation_operators_json`; empty: all), `max_bugs` (tasks carry 1 to this many
+ * bugs, 1 to 8, default 1), `scope` (`"function"`, `"file"` (default) or `"repo"`: where the
+ * bugs of a multi-bug task lie), `hint_levels` (array of problem-statement hint levels 0 to 3,
+ * drawn per task; default `[2]`), `workers` (parallel validations; 0, the default: the
+ * sandbox's workers), `reproduce` (confirm each bug with a second run; default true),
+ * `select_tests` (run only the tests that can observe a bug; default true),
+ * `skip_unreached` (skip code no test executes; default true), `timeout_factor` (a
+ * validation run may take this many times the clean suite's time; at least 1, default 3),
+ * `max_candidates` (stop after this many candidate bugs; 0, the default: no limit).
+ *
+ * On success writes an owned task set to `*tasks_out` (free it with
+ * `frognano_task_set_free`; read the tasks with `frognano_task_set_get_json`, evaluate them
+ * with `frognano_evaluate`) and, when `stats_json_out` is not `NULL`, an owned UTF-8 JSON
+ * object to `*stats_json_out` (free it with `frognano_string_free`) holding `candidates`,
+ * `duplicates`, `valid`, `validation_runs`, `by_operator` (per operator: `sites`,
+ * `unreached`, `tried`, `valid`, `rejected`), `by_selection`, `tests_run`,
+ * `selection_misses`, `elapsed_s`, `intake_s` and `tasks_per_minute`; returns `NULL`. On
+ * failure returns an owned error and leaves both out-parameters untouched:
+ * `FROGNANO_ERROR_CODE_INVALID_OPTION` for options that are not a JSON object, an unknown or
+ * ill-typed option, an out-of-range value or an unknown operator;
+ * `FROGNANO_ERROR_CODE_SYNTHESIS` when the repository's suite cannot validate bugs (the
+ * message says why: no tests collected, no test passing reliably, a suite that times out);
+ * `FROGNANO_ERROR_CODE_REPO` for a missing repository; the sandbox's codes otherwise.
+ *
+ * The call blocks until the tasks are made (seconds for a small repository; the intake takes
+ * about two runs of its suite). Thread safety: may be called from any thread, also on a
+ * sandbox other threads use at the same time.
+ *
+ * # Safety
+ *
+ * `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed; `repo`
+ * must be `NULL` or a NUL-terminated string; `options_json` must be `NULL` or a
+ * NUL-terminated string; `tasks_out` must be `NULL` or point to writable storage for a
+ * pointer; `stats_json_out` must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_synthesize(const struct FrognanoSandbox *sandbox,
+                                          const char *repo,
+                                          size_t count,
+                                          const char *options_json,
+                                          struct FrognanoTaskSet **tasks_out,
+                                          char **stats_json_out);
+
+/**
+ * Lists the mutation operators `frognano_synthesize` can use, as a JSON array of objects
+ * `{"name": ..., "description": ..., "family": ...}` (`family` is `"swe-smith"` for
+ * SWE-smith's procedural operators, `"extra"` for the others), in a stable order.
+ *
+ * On success writes an owned UTF-8 string to `*json_out` (free it with
+ * `frognano_string_free`) and returns `NULL`; on failure returns an owned error and leaves
+ * `*json_out` untouched. Thread safety: may be called from any thread.
+ *
+ * # Safety
+ *
+ * `json_out` must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_mutation_operators_json(char **json_out);
 
 #ifdef __cplusplus
 }  // extern "C"

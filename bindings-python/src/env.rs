@@ -12,7 +12,7 @@ use pyo3::types::PyDict;
 
 use crate::{PySandbox, run_interruptibly, to_py_err};
 
-fn error_class(py: Python<'_>, class: &str, message: String) -> PyErr {
+pub(crate) fn error_class(py: Python<'_>, class: &str, message: String) -> PyErr {
     match py.import("frognano._errors").and_then(|m| m.getattr(class)) {
         Ok(class) => PyErr::from_type(
             class
@@ -25,7 +25,7 @@ fn error_class(py: Python<'_>, class: &str, message: String) -> PyErr {
 }
 
 /// Maps environment errors onto the exception hierarchy.
-fn env_err(py: Python<'_>, err: EnvError) -> PyErr {
+pub(crate) fn env_err(py: Python<'_>, err: EnvError) -> PyErr {
     match err {
         EnvError::Sandbox(inner) => to_py_err(py, inner),
         EnvError::TaskRecord { .. } | EnvError::Task { .. } | EnvError::Patch(_) => {
@@ -55,7 +55,10 @@ fn from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.call_method1("loads", (text,))
 }
 
-fn to_py<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_py<'py, T: serde::Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value)
         .map_err(|e| error_class(py, "FrognanoError", e.to_string()))?;
     from_json(py, &text)
@@ -110,7 +113,10 @@ fn action_from_py(py: Python<'_>, action: &Bound<'_, PyAny>) -> PyResult<Action>
     ))
 }
 
-fn sandbox_of(py: Python<'_>, sandbox: Option<PyRef<'_, PySandbox>>) -> PyResult<Arc<Sandbox>> {
+pub(crate) fn sandbox_of(
+    py: Python<'_>,
+    sandbox: Option<PyRef<'_, PySandbox>>,
+) -> PyResult<Arc<Sandbox>> {
     match sandbox {
         Some(s) => Ok(s.inner.clone()),
         None => py

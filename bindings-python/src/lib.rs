@@ -17,6 +17,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 mod env;
+mod synth;
 
 /// How often a waiting call checks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -340,6 +341,7 @@ impl PySandbox {
             pytest_args,
             limits: limits_from(py, timeout, memory_mb, output_bytes)?,
             cancel: Some(cancel.clone()),
+            ..TestRequest::default()
         };
         let sandbox = self.inner.clone();
         let result = run_interruptibly(py, &cancel, move || sandbox.run_tests(&repo, &request))?;
@@ -367,6 +369,7 @@ impl PySandbox {
             pytest_args,
             limits: limits_from(py, timeout, memory_mb, output_bytes)?,
             cancel: Some(cancel.clone()),
+            ..TestRequest::default()
         };
         let jobs: Vec<(PathBuf, TestRequest)> =
             repos.into_iter().map(|r| (r, request.clone())).collect();
@@ -415,5 +418,6 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     env::register(m)?;
+    synth::register(m)?;
     Ok(())
 }

@@ -4,7 +4,8 @@ import frognano
 
 
 def test_hierarchy():
-    for name in ["SetupError", "SandboxFailure", "RepoNotFoundError", "ConfigError", "RequirementsError", "InvalidArgumentError"]:
+    for name in ["SetupError", "SandboxFailure", "RepoNotFoundError", "ConfigError", "RequirementsError", "InvalidArgumentError",
+                 "TaskError", "EpisodeError", "ActionError", "SynthesisError"]:
         assert issubclass(getattr(frognano, name), frognano.FrognanoError)
     assert issubclass(frognano.RepoNotFoundError, FileNotFoundError)
     assert issubclass(frognano.InvalidArgumentError, ValueError)

@@ -13,6 +13,13 @@ Agents act in a RepoEnv (Gymnasium-style reset/step) on bug-fix tasks:
 >>> obs, info = env.reset(tasks[0])
 >>> obs, reward, terminated, truncated, info = env.step("test")
 
+New tasks come from any repository whose suite passes: a Synthesizer injects bugs and keeps
+those its tests pin down (the dicts have load_tasks' shape):
+
+>>> synth = frognano.Synthesizer("examples/repos/textkit", sandbox=sandbox, seed=7)
+>>> tasks = synth.generate(20)
+>>> summary, _ = frognano.evaluate(tasks, "oracle", sandbox=sandbox)
+
 The first Sandbox (or frognano.setup()) fetches the runtime with pip, verifies its sha256,
 and compiles and snapshots it into the cache (frognano.cache_dir()); later ones start in
 milliseconds.
@@ -30,15 +37,18 @@ from ._frognano import (  # noqa: E402
     EnvPool,
     RepoEnv,
     Sandbox,
+    Synthesizer,
     TestReport,
     TestResult,
     __version__,
     cache_dir,
     evaluate,
     load_tasks,
+    mutation_operators,
     parse_action,
     save_tasks,
     setup,
+    synthesize,
     to_swe_bench,
     tool_instructions,
     tool_schemas,
@@ -54,6 +64,9 @@ __all__ = [
     "load_tasks",
     "save_tasks",
     "to_swe_bench",
+    "Synthesizer",
+    "synthesize",
+    "mutation_operators",
     "parse_action",
     "tool_instructions",
     "tool_schemas",

@@ -46,6 +46,11 @@ class ActionError(FrognanoError, ValueError):
     """parse_action could not understand an action (environments report this as an observation)."""
 
 
+class SynthesisError(FrognanoError):
+    """A repository's clean test suite cannot validate synthesized bugs (no tests, none passing
+    reliably, or a suite that times out or crashes), or a mutation could not be applied."""
+
+
 __all__ = [
     "FrognanoError",
     "SetupError",
@@ -57,4 +62,5 @@ __all__ = [
     "TaskError",
     "EpisodeError",
     "ActionError",
+    "SynthesisError",
 ]

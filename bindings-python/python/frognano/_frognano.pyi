@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 __version__: str
 
@@ -154,3 +154,79 @@ def to_swe_bench(task: Union[Task, str]) -> Dict[str, Any]: ...
 def parse_action(action: Action) -> Dict[str, Any]: ...
 def tool_instructions() -> str: ...
 def tool_schemas() -> List[Dict[str, Any]]: ...
+
+class Synthesizer:
+    """Makes validated bug-fix tasks from a repository whose test suite passes.
+
+    Construction runs the repository's intake (the clean suite twice; cached by content) and
+    raises SynthesisError when the suite cannot validate bugs. The same seed on the same
+    repository gives the same tasks. Usable as a drop-in task synthesizer (propose/feedback).
+    Used by one thread at a time; the Sandbox it runs on may be shared.
+    """
+
+    def __init__(
+        self,
+        repo: _Path,
+        *,
+        sandbox: Optional[Sandbox] = None,
+        seed: int = 0,
+        operators: Optional[Sequence[str]] = None,
+        max_bugs: int = 1,
+        scope: str = "file",
+        hint_levels: Sequence[int] = (2,),
+        workers: Optional[int] = None,
+        reproduce: bool = True,
+        select_tests: bool = True,
+        max_candidates: Optional[int] = None,
+        skip_unreached: bool = True,
+        timeout_factor: float = 3.0,
+    ) -> None: ...
+    def generate(self, n: int) -> List[Task]:
+        """Up to n new tasks (fewer when the repository runs out of candidate bugs)."""
+    def generate_request(
+        self,
+        n: int,
+        *,
+        operators: Optional[Sequence[str]] = None,
+        min_bugs: int = 1,
+        max_bugs: int = 1,
+        hint_levels: Optional[Sequence[int]] = None,
+    ) -> List[Task]:
+        """Up to n tasks with min_bugs..max_bugs bugs from the given operators and hint levels
+        (None: the configured ones): one slice of a curriculum."""
+    def propose(self, n: int) -> List[Task]:
+        """The same as generate(n)."""
+    def feedback(self, outcomes: Iterable[Any]) -> None:
+        """Accepts episode outcomes and ignores them (this synthesizer does not adapt)."""
+    @property
+    def stats(self) -> Dict[str, Any]:
+        """Counters so far, with tasks_per_minute."""
+    @property
+    def intake(self) -> Dict[str, Any]:
+        """passing, flaky, failing, skipped, order_dependent (test ids), suite_seconds,
+        content_hash."""
+    @property
+    def sites_per_operator(self) -> Dict[str, int]: ...
+    @property
+    def config(self) -> Dict[str, Any]: ...
+
+def synthesize(
+    repo: _Path,
+    n: int,
+    *,
+    sandbox: Optional[Sandbox] = None,
+    seed: int = 0,
+    operators: Optional[Sequence[str]] = None,
+    max_bugs: int = 1,
+    scope: str = "file",
+    hint_levels: Sequence[int] = (2,),
+    workers: Optional[int] = None,
+    reproduce: bool = True,
+    select_tests: bool = True,
+    max_candidates: Optional[int] = None,
+    skip_unreached: bool = True,
+    timeout_factor: float = 3.0,
+) -> Tuple[List[Task], Dict[str, Any]]:
+    """Synthesizer(repo, **kwargs).generate(n) and its stats."""
+def mutation_operators() -> List[Dict[str, str]]:
+    """name, family ("swe-smith" or "extra") and description of every mutation operator."""
