@@ -152,10 +152,11 @@ impl PySynthesizer {
         // Task records name the repository by an absolute path, as load_tasks returns them.
         let repo = std::path::absolute(&repo).unwrap_or(repo);
         let sandbox = sandbox_of(py, sandbox)?;
-        // The intake's clean runs cannot be interrupted: Ctrl-C takes effect when it ends.
+        // Ctrl-C stops the intake's clean runs too.
         let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
         let inner = run_interruptibly(py, &cancel, move || {
-            Synthesizer::new(sandbox, &repo, config)
+            Synthesizer::new_cancellable(sandbox, &repo, config, Some(flag))
         })?
         .map_err(|e| synth_err(py, e))?;
         Ok(PySynthesizer { inner })

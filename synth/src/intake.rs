@@ -56,6 +56,8 @@ pub struct IntakeOptions {
     pub runs: usize,
     /// Reuse a cached intake of the same repository contents and sandbox image.
     pub use_cache: bool,
+    /// Set it to stop the intake's runs early (they then fail as cancelled).
+    pub cancel: Option<frognano_sandbox::CancelFlag>,
 }
 
 impl Default for IntakeOptions {
@@ -63,6 +65,7 @@ impl Default for IntakeOptions {
         IntakeOptions {
             runs: 2,
             use_cache: true,
+            cancel: None,
         }
     }
 }
@@ -105,6 +108,7 @@ pub fn run_intake(
         let request = TestRequest {
             limits: Some(limits),
             coverage: run == 0,
+            cancel: options.cancel.clone(),
             ..TestRequest::default()
         };
         let report = sandbox.run_tests_prepared(&repo.prepared, &request)?;
@@ -123,6 +127,7 @@ pub fn run_intake(
         let request = TestRequest {
             pytest_args: frognano_env::grading_args(&[], &ids),
             limits: Some(limits),
+            cancel: options.cancel.clone(),
             ..TestRequest::default()
         };
         let report = sandbox.run_tests_prepared(&repo.prepared, &request)?;
@@ -188,12 +193,15 @@ fn check_usable(root: &Path, report: &TestReport) -> Result<()> {
              deselect slow tests)",
             report.detail.clone().unwrap_or_default()
         ),
-        RunOutcome::MemoryExceeded | RunOutcome::OutputExceeded | RunOutcome::Crashed => format!(
-            "the clean suite ended abnormally ({}): {}\n{}",
-            report.outcome.as_str(),
-            report.detail.clone().unwrap_or_default(),
-            tail(&report.stderr)
-        ),
+        RunOutcome::MemoryExceeded | RunOutcome::OutputExceeded | RunOutcome::Crashed => {
+            let stderr = tail(&report.stderr);
+            format!(
+                "the clean suite ended abnormally ({}): {}{}{stderr}",
+                report.outcome.as_str(),
+                report.detail.clone().unwrap_or_default(),
+                if stderr.is_empty() { "" } else { "\n" },
+            )
+        }
     };
     Err(SynthError::Intake {
         repo: root.to_path_buf(),

@@ -171,7 +171,8 @@ pub struct OperatorStats {
     pub unreached: usize,
     /// Candidates run in the sandbox.
     pub tried: usize,
-    /// Candidates that became tasks.
+    /// Candidates that validated (a batch may validate more than a call asked for: single
+    /// bugs beyond it are kept and handed out by the next call).
     pub valid: usize,
     /// Rejections by reason.
     pub rejected: BTreeMap<String, usize>,
@@ -195,7 +196,7 @@ pub struct SynthStats {
     pub candidates: usize,
     /// Candidates skipped before running because an identical bug was already made.
     pub duplicates: usize,
-    /// Tasks produced.
+    /// Tasks handed out.
     pub valid: usize,
     /// Sandboxed validation runs (first runs and reproductions).
     pub validation_runs: usize,
@@ -313,6 +314,8 @@ pub struct Synthesizer {
     seen: HashSet<String>,
     rng: StdRng,
     stats: SynthStats,
+    /// Single bugs validated beyond what a call asked for, handed out by later calls first.
+    ready: Vec<(Candidate, Validated)>,
     cancel: Option<Arc<AtomicBool>>,
 }
 
@@ -330,6 +333,17 @@ impl Synthesizer {
     /// Loads `repo` (a directory or bundle), runs its intake and finds every mutation site
     /// some test reaches.
     pub fn new(sandbox: Arc<Sandbox>, repo: &Path, config: SynthConfig) -> Result<Self> {
+        Self::new_cancellable(sandbox, repo, config, None)
+    }
+
+    /// Like [`Synthesizer::new`]; setting `cancel` stops the intake and, later, generation
+    /// (calls then return [`SynthError::Cancelled`]).
+    pub fn new_cancellable(
+        sandbox: Arc<Sandbox>,
+        repo: &Path,
+        config: SynthConfig,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<Self> {
         let cache = RepoCache::new(sandbox.clone());
         let bundle = repo.is_file();
         let source = if bundle {
@@ -344,7 +358,7 @@ impl Synthesizer {
             }
         };
         let clean = cache.get(&source)?;
-        Self::with_repo(sandbox, clean, source, config)
+        Self::with_repo_cancellable(sandbox, clean, source, config, cancel)
     }
 
     /// Like [`Synthesizer::new`] with a repository already loaded (e.g. shared with an
@@ -355,9 +369,28 @@ impl Synthesizer {
         source: RepoSource,
         config: SynthConfig,
     ) -> Result<Self> {
+        Self::with_repo_cancellable(sandbox, repo, source, config, None)
+    }
+
+    fn with_repo_cancellable(
+        sandbox: Arc<Sandbox>,
+        repo: Arc<CleanRepo>,
+        source: RepoSource,
+        config: SynthConfig,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<Self> {
         config.validate()?;
         let started = Instant::now();
-        let intake = run_intake(&sandbox, &repo, &IntakeOptions::default())?;
+        let options = IntakeOptions {
+            cancel: cancel.clone(),
+            ..IntakeOptions::default()
+        };
+        let intake = match run_intake(&sandbox, &repo, &options) {
+            Err(SynthError::Sandbox(frognano_sandbox::SandboxError::Cancelled)) => {
+                return Err(SynthError::Cancelled);
+            }
+            other => other?,
+        };
         let intake_s = started.elapsed().as_secs_f64();
         let roots = repo.prepared.config.import_roots.clone();
         let index = ImpactIndex::build(&repo.files, &roots, &intake);
@@ -396,7 +429,8 @@ impl Synthesizer {
                 intake_s,
                 ..SynthStats::default()
             },
-            cancel: None,
+            ready: Vec::new(),
+            cancel,
         };
         synth.find_sites()?;
         Ok(synth)
@@ -597,6 +631,22 @@ impl Synthesizer {
         let batch_size = workers * 3;
         let mut tasks = Vec::new();
         let mut tried = 0usize;
+        if wanted.get(&1).is_some_and(|w| *w > 0) {
+            let ready = std::mem::take(&mut self.ready);
+            for (candidate, validated) in ready {
+                let operator = &self.sites[candidate.sites[0]].mutation.operator;
+                let fits = operators.is_empty() || operators.contains(operator);
+                match wanted.get_mut(&1) {
+                    Some(w) if *w > 0 && fits => {
+                        *w -= 1;
+                        let level = hint_levels[self.rng.random_range(0..hint_levels.len())];
+                        tasks.push(self.make_task(&candidate, &validated, level)?);
+                        self.stats.valid += 1;
+                    }
+                    _ => self.ready.push((candidate, validated)),
+                }
+            }
+        }
         loop {
             if self
                 .cancel
@@ -671,6 +721,8 @@ impl Synthesizer {
                             let task = self.make_task(candidate, &validated, level)?;
                             self.stats.valid += 1;
                             tasks.push(task);
+                        } else if bugs == 1 {
+                            self.ready.push((candidate.clone(), validated));
                         }
                     }
                 }
