@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use frognano_core::{RepoSource, Task};
+use frognano_core::Task;
 use frognano_env::taskset;
 use frognano_sandbox::Sandbox;
 use frognano_synth::{CombineScope, SynthConfig, SynthStats, Synthesizer};
@@ -216,29 +216,16 @@ fn relative_sources(tasks: &mut [Task], out: &Path) {
         return;
     };
     for task in tasks {
-        let (path, rebuild): (&Path, fn(PathBuf, Option<String>) -> RepoSource) = match &task.repo {
-            RepoSource::Path { path, .. } => (path, |path, content_hash| RepoSource::Path {
-                path,
-                content_hash,
-            }),
-            RepoSource::Bundle { path, .. } => (path, |path, content_hash| RepoSource::Bundle {
-                path,
-                content_hash,
-            }),
-        };
-        let Ok(absolute) = std::path::absolute(path) else {
+        let Ok(absolute) = std::path::absolute(task.repo.path()) else {
             continue;
         };
         let top = |p: &Path| p.components().take(2).collect::<PathBuf>();
-        if top(&absolute) != top(&dir) {
-            let hash = task.repo.content_hash().map(String::from);
-            task.repo = rebuild(absolute, hash);
-            continue;
-        }
-        if let Some(relative) = pathdiff::diff_paths(&absolute, &dir) {
-            let hash = task.repo.content_hash().map(String::from);
-            task.repo = rebuild(relative, hash);
-        }
+        let path = if top(&absolute) == top(&dir) {
+            pathdiff::diff_paths(&absolute, &dir).unwrap_or(absolute)
+        } else {
+            absolute
+        };
+        task.repo = task.repo.with_path(path);
     }
 }
 
@@ -389,7 +376,7 @@ pub fn bench_synth(args: &BenchSynthArgs) -> anyhow::Result<ExitCode> {
     println!("{table}");
     let pace = fast_stats.tasks_per_minute();
     println!(
-        "validated tasks/minute: {pace:.1} on {} workers ({:.2}x the {TARGET_TASKS_PER_MINUTE:.0}/min \
+        "validated tasks/minute: {pace:.1} on {} cores ({:.2}x the {TARGET_TASKS_PER_MINUTE:.0}/min \
          target; {:.1}x SWE-smith's stated {SWE_SMITH_TASKS_PER_MINUTE:.0}/min)",
         std::thread::available_parallelism()
             .map(|n| n.get())

@@ -43,6 +43,20 @@ impl RepoSource {
         }
     }
 
+    /// The same kind of source at another path, keeping its content hash.
+    pub fn with_path(&self, path: std::path::PathBuf) -> RepoSource {
+        match self {
+            RepoSource::Path { content_hash, .. } => RepoSource::Path {
+                path,
+                content_hash: content_hash.clone(),
+            },
+            RepoSource::Bundle { content_hash, .. } => RepoSource::Bundle {
+                path,
+                content_hash: content_hash.clone(),
+            },
+        }
+    }
+
     /// The same source with its path resolved against `base` when it is relative (task files
     /// name repositories relative to themselves).
     pub fn resolved_against(&self, base: &std::path::Path) -> RepoSource {

@@ -36,7 +36,7 @@ mod synth;
 
 pub use error::{Result, SynthError};
 pub use intake::{Intake, IntakeOptions, run_intake};
-pub use mutate::{Edit, Mutation, MutateError, OperatorInfo, operators};
+pub use mutate::{Edit, MutateError, Mutation, OperatorInfo, operators};
 pub use synth::{
     CombineScope, OperatorStats, ProgressFn, Rejection, SynthConfig, SynthProgress, SynthRequest,
     SynthStats, Synthesizer, module_name,

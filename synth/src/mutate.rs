@@ -6,9 +6,10 @@
 //! developer-bug operators, see [`operators`]) walks the syntax tree and edits only the bytes it
 //! has to (an operator token, a literal, a statement's lines), so formatting and comments
 //! elsewhere survive and the resulting diff is minimal. Code inside strings, comments,
-//! decorators and type annotations is never mutated. Every returned mutation is re-parsed
-//! (incrementally, against the original tree) and dropped unless the mutated file still parses
-//! cleanly and differs from the original. Each mutation also carries where it lives: the lines
+//! decorators and type annotations is never mutated. Every candidate is validated by
+//! re-parsing the smallest self-contained excerpt around its edits (the private `Checker`) and
+//! dropped unless the mutated file still parses cleanly (no ERROR/MISSING node, no empty
+//! block) and differs from the original. Each mutation also carries where it lives: the lines
 //! of the smallest enclosing statement, the dotted name of the enclosing class/function, and
 //! whether it sits in a function body (code that runs at call time rather than import time).
 //! Mutations of the same file that do not touch each other can be merged with [`combine`]. The
@@ -18,7 +19,7 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
-use tree_sitter::{InputEdit, Language, Node, Parser, Point, Tree};
+use tree_sitter::{Language, Node, Parser, Tree};
 
 /// One replacement of a byte span of the original source.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -202,12 +203,16 @@ pub fn operators() -> &'static [OperatorInfo] {
 }
 
 fn known_operator_names() -> String {
-    OPERATORS.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
+    OPERATORS
+        .iter()
+        .map(|o| o.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Operators as an enum; the discriminant indexes [`OPERATORS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Op {
+enum OpKind {
     ClassRmBase,
     ClassRmFuncs,
     ClassShuffleFuncs,
@@ -232,32 +237,32 @@ enum Op {
     BoundaryCondition,
 }
 
-const ALL_OPS: [Op; N_OPS] = [
-    Op::ClassRmBase,
-    Op::ClassRmFuncs,
-    Op::ClassShuffleFuncs,
-    Op::CtrlInvertIf,
-    Op::CtrlShuffle,
-    Op::RemoveAssign,
-    Op::RemoveCond,
-    Op::RemoveLoop,
-    Op::RemoveWrapper,
-    Op::OpBreakChains,
-    Op::OpChangeConst,
-    Op::OpChange,
-    Op::OpSwap,
-    Op::FlipOperators,
-    Op::OffByOneRange,
-    Op::OffByOneSlice,
-    Op::WrongDefaultArg,
-    Op::SwapCallArgs,
-    Op::WrongReturnValue,
-    Op::DropNot,
-    Op::WrongExceptionType,
-    Op::BoundaryCondition,
+const ALL_OPS: [OpKind; N_OPS] = [
+    OpKind::ClassRmBase,
+    OpKind::ClassRmFuncs,
+    OpKind::ClassShuffleFuncs,
+    OpKind::CtrlInvertIf,
+    OpKind::CtrlShuffle,
+    OpKind::RemoveAssign,
+    OpKind::RemoveCond,
+    OpKind::RemoveLoop,
+    OpKind::RemoveWrapper,
+    OpKind::OpBreakChains,
+    OpKind::OpChangeConst,
+    OpKind::OpChange,
+    OpKind::OpSwap,
+    OpKind::FlipOperators,
+    OpKind::OffByOneRange,
+    OpKind::OffByOneSlice,
+    OpKind::WrongDefaultArg,
+    OpKind::SwapCallArgs,
+    OpKind::WrongReturnValue,
+    OpKind::DropNot,
+    OpKind::WrongExceptionType,
+    OpKind::BoundaryCondition,
 ];
 
-impl Op {
+impl OpKind {
     fn name(self) -> &'static str {
         OPERATORS[self as usize].name
     }
@@ -407,12 +412,48 @@ const STATEMENT_KINDS: &[&str] = &[
     "with_statement",
 ];
 
+/// Expression kinds (tree-sitter-python's `expression` and `primary_expression` subtypes,
+/// without `as_pattern` and `list_splat`, which are not expressions on their own).
+const EXPRESSION_KINDS: &[&str] = &[
+    "boolean_operator",
+    "comparison_operator",
+    "conditional_expression",
+    "lambda",
+    "named_expression",
+    "not_operator",
+    "attribute",
+    "await",
+    "binary_operator",
+    "call",
+    "concatenated_string",
+    "dictionary",
+    "dictionary_comprehension",
+    "ellipsis",
+    "false",
+    "float",
+    "generator_expression",
+    "identifier",
+    "integer",
+    "list",
+    "list_comprehension",
+    "none",
+    "parenthesized_expression",
+    "set",
+    "set_comprehension",
+    "string",
+    "subscript",
+    "true",
+    "tuple",
+    "unary_operator",
+];
+
 /// Kind-id lookup tables for the Python grammar.
 #[derive(Debug)]
 struct Kinds {
     language: Language,
     kinds: Vec<K>,
     statement: Vec<bool>,
+    expression: Vec<bool>,
 }
 
 impl Kinds {
@@ -423,6 +464,7 @@ impl Kinds {
             let count = language.node_kind_count();
             let mut kinds = vec![K::Other; count];
             let mut statement = vec![false; count];
+            let mut expression = vec![false; count];
             for id in 0..count {
                 let Ok(id16) = u16::try_from(id) else { break };
                 if !language.node_kind_is_named(id16) {
@@ -435,11 +477,13 @@ impl Kinds {
                     kinds[id] = *k;
                 }
                 statement[id] = STATEMENT_KINDS.contains(&name);
+                expression[id] = EXPRESSION_KINDS.contains(&name);
             }
             Kinds {
                 language,
                 kinds,
                 statement,
+                expression,
             }
         })
     }
@@ -453,6 +497,14 @@ impl Kinds {
 
     fn is_statement(&self, n: Node) -> bool {
         self.statement
+            .get(usize::from(n.kind_id()))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// An expression kind that parses on its own inside parentheses.
+    fn is_expression(&self, n: Node) -> bool {
+        self.expression
             .get(usize::from(n.kind_id()))
             .copied()
             .unwrap_or(false)
@@ -481,33 +533,23 @@ pub fn parses(source: &str) -> bool {
     };
     parse_tree(&mut parser, source).is_some_and(|t| {
         let root = t.root_node();
-        !root.has_error() && !has_empty_block(kinds, root, &[])
+        !root.has_error() && !has_empty_block(kinds, root)
     })
 }
 
-/// True iff some `block` node (a suite) in the tree has no statement, looking only at nodes
-/// that intersect one of `ranges` (all nodes when `ranges` is empty).
-fn has_empty_block(kinds: &Kinds, root: Node, ranges: &[(usize, usize)]) -> bool {
-    let hits = |n: Node| {
-        ranges.is_empty()
-            || ranges
-                .iter()
-                .any(|(s, e)| n.start_byte() <= *e && *s <= n.end_byte())
-    };
+/// True iff some `block` node (a suite) in the tree has no statement.
+fn has_empty_block(kinds: &Kinds, root: Node) -> bool {
     let mut cursor = root.walk();
     loop {
         let node = cursor.node();
-        let relevant = hits(node);
-        if relevant && kinds.kind(node) == K::Block {
+        if kinds.kind(node) == K::Block {
             let mut c = node.walk();
-            let empty = !node
-                .named_children(&mut c)
-                .any(|ch| kinds.kind(ch) != K::Comment);
+            let empty = !node.named_children(&mut c).any(|ch| !ch.is_extra());
             if empty {
                 return true;
             }
         }
-        if relevant && cursor.goto_first_child() {
+        if cursor.goto_first_child() {
             continue;
         }
         loop {
@@ -519,6 +561,20 @@ fn has_empty_block(kinds: &Kinds, root: Node, ranges: &[(usize, usize)]) -> bool
             }
         }
     }
+}
+
+/// True iff [`apply`] would accept `edits` for `source`.
+fn edits_are_valid(source: &str, edits: &[Edit]) -> bool {
+    let mut pos = 0;
+    edits.iter().all(|e| {
+        let ok = pos <= e.start
+            && e.start <= e.end
+            && e.end <= source.len()
+            && source.is_char_boundary(e.start)
+            && source.is_char_boundary(e.end);
+        pos = e.end;
+        ok
+    })
 }
 
 /// Applies sorted, non-overlapping `edits` (relative to `source`) and returns the new text.
@@ -605,7 +661,9 @@ pub fn combine(source: &str, mutations: &[&Mutation]) -> Option<Mutation> {
 /// Every site of every named operator in one file (an empty `operators` means all of them).
 ///
 /// The result is deterministic, ordered by first edit start, then operator name, then
-/// description. Every mutation changes the source and leaves it parseable.
+/// description. Every mutation changes the source and leaves it parseable. Errors with
+/// [`MutateError::UnknownOperator`] for a name [`operators`] does not list and with
+/// [`MutateError::Parse`] when the source itself does not satisfy [`parses`].
 pub fn find_mutations(source: &str, operators: &[&str]) -> Result<Vec<Mutation>, MutateError> {
     find_mutations_with_rejects(source, operators).map(|(kept, _)| kept)
 }
@@ -637,216 +695,382 @@ pub(crate) fn find_mutations_with_rejects(
         kinds,
         enabled,
         cands: Vec::new(),
+        frames: Vec::new(),
+        names: Vec::new(),
+        empty_block: false,
     };
     analyzer.walk(root);
+    if analyzer.empty_block {
+        return Err(MutateError::Parse);
+    }
     let cands = analyzer.cands;
 
-    let mut seen: HashSet<(Op, Vec<Edit>)> = HashSet::new();
-    let mut located = Vec::with_capacity(cands.len());
+    let mut seen: HashSet<(OpKind, Vec<Edit>)> = HashSet::new();
+    let mut located: Vec<(Mutation, Plan)> = Vec::with_capacity(cands.len());
     for c in cands {
-        if c.edits.is_empty() || !seen.insert((c.op, c.edits.clone())) {
+        if c.edits.is_empty()
+            || (c.op == OpKind::CtrlShuffle && !c.in_body)
+            || !seen.insert((c.op, c.edits.clone()))
+        {
             continue;
         }
-        let loc = locate(kinds, root, source, c.focus.0, c.focus.1);
-        if c.op == Op::CtrlShuffle && !loc.in_function_body {
-            continue;
-        }
-        located.push(Mutation {
+        let (start_line, end_line) = match c.line_stmt {
+            Some(s) => (
+                line_of(s.start_position().row),
+                line_of(s.end_position().row),
+            ),
+            None => {
+                let row = |b: usize| source.get(..b).map_or(0, |p| p.matches('\n').count());
+                let lo = c.edits.first().map_or(0, |e| e.start);
+                let hi = c.edits.last().map_or(0, |e| e.end.max(e.start + 1) - 1);
+                (line_of(row(lo)), line_of(row(hi)))
+            }
+        };
+        let mutation = Mutation {
             operator: c.op.name().to_string(),
             edits: c.edits,
-            start_line: loc.start_line,
-            end_line: loc.end_line,
-            scope: loc.scope,
-            in_function_body: loc.in_function_body,
+            start_line,
+            end_line,
+            scope: c.scope,
+            in_function_body: c.in_body,
             description: c.desc,
-        });
+        };
+        located.push((mutation, c.plan));
     }
-    located.sort_by(|a, b| {
+    located.sort_by(|(a, _), (b, _)| {
         let ka = (a.edits[0].start, &a.operator, &a.description);
         let kb = (b.edits[0].start, &b.operator, &b.description);
         ka.cmp(&kb).then_with(|| {
-            let ea: Vec<_> = a.edits.iter().map(|e| (e.start, e.end, &e.replacement)).collect();
-            let eb: Vec<_> = b.edits.iter().map(|e| (e.start, e.end, &e.replacement)).collect();
+            let ea: Vec<_> = a
+                .edits
+                .iter()
+                .map(|e| (e.start, e.end, &e.replacement))
+                .collect();
+            let eb: Vec<_> = b
+                .edits
+                .iter()
+                .map(|e| (e.start, e.end, &e.replacement))
+                .collect();
             ea.cmp(&eb)
         })
     });
 
-    let mut checker = Checker::new(kinds, parser, &tree, source);
-    let (kept, rejected) = located.into_iter().partition(|m| checker.ok(&m.edits));
+    let mut checker = Checker {
+        kinds,
+        parser,
+        src: source,
+    };
+    let mut kept = Vec::with_capacity(located.len());
+    let mut rejected = Vec::new();
+    for (m, plan) in located {
+        if checker.ok(&m.edits, &plan) {
+            kept.push(m);
+        } else {
+            rejected.push(m);
+        }
+    }
     Ok((kept, rejected))
-}
-
-/// Validates mutated sources by incremental re-parsing against the original tree.
-struct Checker<'a> {
-    kinds: &'static Kinds,
-    parser: Parser,
-    tree: &'a Tree,
-    src: &'a str,
-    line_starts: Vec<usize>,
-}
-
-impl<'a> Checker<'a> {
-    fn new(kinds: &'static Kinds, parser: Parser, tree: &'a Tree, src: &'a str) -> Self {
-        let mut line_starts = vec![0];
-        line_starts.extend(
-            src.bytes()
-                .enumerate()
-                .filter(|(_, b)| *b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
-        Checker {
-            kinds,
-            parser,
-            tree,
-            src,
-            line_starts,
-        }
-    }
-
-    fn point(&self, byte: usize) -> Point {
-        let row = match self.line_starts.binary_search(&byte) {
-            Ok(i) => i,
-            Err(i) => i.saturating_sub(1),
-        };
-        let start = self.line_starts.get(row).copied().unwrap_or(0);
-        Point {
-            row,
-            column: byte - start,
-        }
-    }
-
-    /// True iff the edits apply, change the source and leave it parseable.
-    fn ok(&mut self, edits: &[Edit]) -> bool {
-        let Ok(new) = apply(self.src, edits) else {
-            return false;
-        };
-        if new == self.src {
-            return false;
-        }
-        let mut tree = self.tree.clone();
-        for e in edits.iter().rev() {
-            let start_position = self.point(e.start);
-            let old_end_position = self.point(e.end);
-            let newlines = e.replacement.matches('\n').count();
-            let new_end_position = if newlines == 0 {
-                Point {
-                    row: start_position.row,
-                    column: start_position.column + e.replacement.len(),
-                }
-            } else {
-                let tail = e.replacement.len() - e.replacement.rfind('\n').map_or(0, |i| i + 1);
-                Point {
-                    row: start_position.row + newlines,
-                    column: tail,
-                }
-            };
-            tree.edit(&InputEdit {
-                start_byte: e.start,
-                old_end_byte: e.end,
-                new_end_byte: e.start + e.replacement.len(),
-                start_position,
-                old_end_position,
-                new_end_position,
-            });
-        }
-        let Some(new_tree) = self.parser.parse(&new, Some(&tree)) else {
-            return false;
-        };
-        let root = new_tree.root_node();
-        if root.has_error() {
-            return false;
-        }
-        // Check for empty blocks only where the syntax changed (and around the edits).
-        let mut ranges: Vec<(usize, usize)> = tree
-            .changed_ranges(&new_tree)
-            .map(|r| (r.start_byte, r.end_byte))
-            .collect();
-        let mut shift: isize = 0;
-        for e in edits {
-            let start = e.start.saturating_add_signed(shift);
-            ranges.push((start, start + e.replacement.len()));
-            shift += e.replacement.len() as isize - (e.end - e.start) as isize;
-        }
-        !has_empty_block(self.kinds, root, &ranges)
-    }
-}
-
-/// Where a mutation lives.
-struct Location {
-    start_line: u32,
-    end_line: u32,
-    scope: String,
-    in_function_body: bool,
 }
 
 fn line_of(row: usize) -> u32 {
     u32::try_from(row + 1).unwrap_or(u32::MAX)
 }
 
-/// Finds the smallest statement containing `start..end`, the enclosing def/class names and
-/// whether the span lies in a function body, descending from the root.
-fn locate(kinds: &Kinds, root: Node, src: &str, start: usize, end: usize) -> Location {
-    let mut cursor = root.walk();
-    let mut node = root;
-    let mut stmt: Option<Node> = None;
-    let mut scope: Vec<&str> = Vec::new();
-    let mut in_body = false;
-    loop {
-        if cursor.goto_first_child_for_byte(start).is_none() {
-            break;
+/// Statements longer than this are checked on the smallest expression around the edits.
+const EXCERPT_LIMIT: usize = 1000;
+
+/// What to re-parse to validate a candidate.
+#[derive(Debug, Clone, Copy)]
+enum Plan<'t> {
+    /// All edits lie inside `node`, whose nearest enclosing statement (or itself) is `stmt`
+    /// and nearest enclosing `elif`/`except`/`case` clause below `stmt` is `clause`.
+    Within {
+        node: Node<'t>,
+        stmt: Option<Node<'t>>,
+        clause: Option<Node<'t>>,
+    },
+    /// The edits rewrite the run of sibling statements `first..=last` of one block; `others`
+    /// says whether the block has further statements (or is the module).
+    Run {
+        first: Node<'t>,
+        last: Node<'t>,
+        others: bool,
+    },
+}
+
+/// Validates mutated sources by parsing a small self-contained excerpt around the edits.
+///
+/// Re-parsing a whole file per candidate is too slow (and tree-sitter-python's incremental
+/// re-parse often degrades to a full parse), so each mutation is checked on an excerpt that
+/// parses the same way in isolation: the mutated simple statement; the header of a compound
+/// statement or of an `elif`/`except`/`case` clause (with `pass` as body); the smallest
+/// expression around the edits when the statement is huge; or the run of sibling statements
+/// touched by the edits, placed under an `if 1:` header when it is indented (with a `pass`
+/// standing for the block's other statements when something is deleted, so that only a block
+/// emptied for real is an error). Anything else falls back to a full parse of the mutated file.
+struct Checker<'a> {
+    kinds: &'static Kinds,
+    parser: Parser,
+    src: &'a str,
+}
+
+/// A stand-alone excerpt to re-parse instead of the whole mutated file.
+enum Excerpt {
+    /// `prefix`, then `source[start..end]` with the edits applied, then `suffix`.
+    Region {
+        start: usize,
+        end: usize,
+        prefix: &'static str,
+        suffix: String,
+    },
+    /// A ready-made text (the skeleton of a statement swap).
+    Text(String),
+}
+
+impl<'a> Checker<'a> {
+    /// True iff the edits apply, change the source and leave it parseable.
+    fn ok(&mut self, edits: &[Edit], plan: &Plan<'_>) -> bool {
+        if edits.is_empty() || !edits_are_valid(self.src, edits) {
+            return false;
         }
-        let mut found = false;
-        loop {
-            let c = cursor.node();
-            if c.start_byte() > start {
-                break;
-            }
-            if c.end_byte() >= end {
-                found = true;
-                break;
-            }
-            if !cursor.goto_next_sibling() {
-                break;
-            }
+        if edits
+            .iter()
+            .all(|e| self.src.get(e.start..e.end) == Some(e.replacement.as_str()))
+        {
+            return false;
         }
-        if !found {
-            break;
-        }
-        let parent_kind = kinds.kind(node);
-        if matches!(parent_kind, K::FunctionDefinition | K::ClassDefinition) {
-            if let Some(name) = node.child_by_field_name("name") {
-                scope.push(src.get(name.byte_range()).unwrap_or(""));
+        let raw_lo = edits.iter().map(|e| e.start).min().unwrap_or(0);
+        let raw_hi = edits.iter().map(|e| e.end).max().unwrap_or(0);
+        let excerpt = match *plan {
+            Plan::Within { node, stmt, clause } => self.within_excerpt(node, stmt, clause),
+            Plan::Run {
+                first,
+                last,
+                others,
+            } => self.run_excerpt(first, last, others, edits),
+        };
+        let text = match excerpt {
+            Some(Excerpt::Region {
+                start,
+                end,
+                prefix,
+                suffix,
+            }) if start <= raw_lo && raw_hi <= end => {
+                let local: Vec<Edit> = edits
+                    .iter()
+                    .map(|e| edit(e.start - start, e.end - start, e.replacement.as_str()))
+                    .collect();
+                let Some(region) = self.src.get(start..end) else {
+                    return false;
+                };
+                let Ok(body) = apply(region, &local) else {
+                    return false;
+                };
+                format!("{prefix}{body}{suffix}")
             }
-            if parent_kind == K::FunctionDefinition && cursor.field_name() == Some("body") {
-                in_body = true;
-            }
-        }
-        node = cursor.node();
-        if kinds.is_statement(node) {
-            stmt = Some(node);
-        }
+            Some(Excerpt::Text(text)) => text,
+            _ => match apply(self.src, edits) {
+                Ok(all) => all,
+                Err(_) => return false,
+            },
+        };
+        let Some(tree) = parse_tree(&mut self.parser, &text) else {
+            return false;
+        };
+        let root = tree.root_node();
+        !root.has_error() && !has_empty_block(self.kinds, root)
     }
-    let (start_line, end_line) = match stmt {
-        Some(s) => (line_of(s.start_position().row), line_of(s.end_position().row)),
-        None => {
-            let row = |b: usize| src.get(..b).map_or(0, |p| p.matches('\n').count());
-            (line_of(row(start)), line_of(row(end.max(start + 1) - 1)))
+
+    fn indent_of(&self, byte: usize) -> Option<&'a str> {
+        let start = self.src.as_bytes()[..byte]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let prefix = self.src.get(start..byte)?;
+        prefix.bytes().all(is_inline_ws).then_some(prefix)
+    }
+
+    fn first_block<'t>(&self, n: Node<'t>) -> Option<Node<'t>> {
+        let mut c = n.walk();
+        n.children(&mut c)
+            .find(|ch| self.kinds.kind(*ch) == K::Block)
+    }
+
+    /// The excerpt for edits inside `node`.
+    fn within_excerpt(
+        &self,
+        node: Node,
+        stmt: Option<Node>,
+        clause: Option<Node>,
+    ) -> Option<Excerpt> {
+        let region = |start: usize, end: usize, prefix: &'static str, suffix: &str| {
+            if end - start > EXCERPT_LIMIT && self.kinds.is_expression(node) {
+                Excerpt::Region {
+                    start: node.start_byte(),
+                    end: node.end_byte(),
+                    prefix: "(",
+                    suffix: ")".into(),
+                }
+            } else {
+                Excerpt::Region {
+                    start,
+                    end,
+                    prefix,
+                    suffix: suffix.into(),
+                }
+            }
+        };
+        let stmt = stmt?;
+        let Some(block) = self.first_block(stmt) else {
+            // A simple statement parses on its own, from its first byte.
+            return Some(region(stmt.start_byte(), stmt.end_byte(), "", ""));
+        };
+        if node.end_byte() <= block.start_byte() {
+            let body = if stmt.kind() == "match_statement" {
+                "\n case _: pass"
+            } else {
+                "pass"
+            };
+            return Some(region(stmt.start_byte(), block.start_byte(), "", body));
         }
-    };
-    Location {
-        start_line,
-        end_line,
-        scope: scope.join("."),
-        in_function_body: in_body,
+        let clause = clause?;
+        let opener = match clause.kind() {
+            "elif_clause" => "if 1: pass\n",
+            "case_clause" => "match _:\n ",
+            _ => "try: pass\n",
+        };
+        let b = self.first_block(clause)?;
+        (node.end_byte() <= b.start_byte())
+            .then(|| region(clause.start_byte(), b.start_byte(), opener, "pass"))
+    }
+
+    /// The excerpt for edits rewriting the statements `first..=last` of one block. A swap of
+    /// two statements is checked on their headers only (their bodies move verbatim).
+    fn run_excerpt(
+        &self,
+        first: Node,
+        last: Node,
+        others: bool,
+        edits: &[Edit],
+    ) -> Option<Excerpt> {
+        let indent = self.indent_of(first.start_byte());
+        let prefix = match indent {
+            Some(i) if !i.is_empty() => "if 1:\n",
+            _ => "",
+        };
+        let text = |n: Node| self.src.get(n.byte_range()).unwrap_or("");
+        if let [ea, eb] = edits
+            && first != last
+            && (ea.start, ea.end, eb.start, eb.end)
+                == (
+                    first.start_byte(),
+                    first.end_byte(),
+                    last.start_byte(),
+                    last.end_byte(),
+                )
+            && ea.replacement == text(last)
+            && eb.replacement == text(first)
+            && let Some(indent) = indent
+            && self.indent_of(last.start_byte()) == Some(indent)
+        {
+            return Some(Excerpt::Text(format!(
+                "{prefix}{indent}{}\n{indent}{}\n",
+                self.abbreviate(last),
+                self.abbreviate(first)
+            )));
+        }
+        let deletes = edits.iter().any(|e| e.replacement.trim().is_empty());
+        let suffix = if deletes && others {
+            format!("\n{}pass\n", indent.unwrap_or(""))
+        } else {
+            String::new()
+        };
+        let raw_lo = edits.iter().map(|e| e.start).min()?;
+        let raw_hi = edits.iter().map(|e| e.end).max()?;
+        let start = first.start_byte() - indent.map_or(0, str::len);
+        Some(Excerpt::Region {
+            start: start.min(raw_lo),
+            end: last.end_byte().max(raw_hi),
+            prefix,
+            suffix,
+        })
+    }
+
+    /// A statement with every suite of a compound statement (its own and its clauses')
+    /// replaced by `pass`.
+    fn abbreviate(&self, s: Node) -> String {
+        let def = if self.kinds.kind(s) == K::DecoratedDefinition {
+            s.child_by_field_name("definition")
+        } else {
+            Some(s)
+        };
+        let mut suites = Vec::new();
+        if let Some(def) = def {
+            let is_match = def.kind() == "match_statement";
+            let mut c = def.walk();
+            for child in def.children(&mut c) {
+                if self.kinds.kind(child) == K::Block {
+                    if is_match {
+                        let mut cc = child.walk();
+                        suites.extend(
+                            child
+                                .named_children(&mut cc)
+                                .filter_map(|case| self.first_block(case)),
+                        );
+                    } else {
+                        suites.push(child);
+                    }
+                } else if matches!(
+                    child.kind(),
+                    "elif_clause"
+                        | "else_clause"
+                        | "except_clause"
+                        | "except_group_clause"
+                        | "finally_clause"
+                ) {
+                    suites.extend(self.first_block(child));
+                }
+            }
+        }
+        let edits: Vec<Edit> = suites
+            .iter()
+            .map(|b| {
+                edit(
+                    b.start_byte() - s.start_byte(),
+                    b.end_byte() - s.start_byte(),
+                    "pass",
+                )
+            })
+            .collect();
+        let text = self.src.get(s.byte_range()).unwrap_or("");
+        apply(text, &edits).unwrap_or_else(|_| text.to_string())
     }
 }
 
-/// One candidate before location and validation.
-struct Cand {
-    op: Op,
+/// One candidate before sorting and validation.
+struct Cand<'t> {
+    op: OpKind,
     edits: Vec<Edit>,
-    focus: (usize, usize),
     desc: String,
+    /// The statement whose lines are reported (`None`: the edits' own lines).
+    line_stmt: Option<Node<'t>>,
+    scope: String,
+    in_body: bool,
+    plan: Plan<'t>,
+}
+
+/// Context of one node on the walk's stack.
+#[derive(Clone, Copy)]
+struct Frame<'t> {
+    kind: K,
+    /// Nearest statement containing the node (or the node itself).
+    stmt: Option<Node<'t>>,
+    /// Nearest `elif`/`except`/`case` clause containing the node, below `stmt`.
+    clause: Option<Node<'t>>,
+    /// The node is (inside) the body block of a function definition.
+    in_body: bool,
+    /// Number of enclosing def/class names (including the node itself if it is one).
+    depth: usize,
 }
 
 fn edit(start: usize, end: usize, replacement: impl Into<String>) -> Edit {
@@ -928,11 +1152,17 @@ struct Analyzer<'t> {
     src: &'t str,
     kinds: &'static Kinds,
     enabled: [bool; N_OPS],
-    cands: Vec<Cand>,
+    cands: Vec<Cand<'t>>,
+    /// Context of the nodes from the root to the node being visited.
+    frames: Vec<Frame<'t>>,
+    /// Names of the enclosing defs/classes, as counted by [`Frame::depth`].
+    names: Vec<&'t str>,
+    /// The source has a suite without statements (which Python rejects).
+    empty_block: bool,
 }
 
 impl<'t> Analyzer<'t> {
-    fn on(&self, op: Op) -> bool {
+    fn on(&self, op: OpKind) -> bool {
         self.enabled[op as usize]
     }
 
@@ -944,27 +1174,115 @@ impl<'t> Analyzer<'t> {
         self.src.get(n.byte_range()).unwrap_or("")
     }
 
-    fn push(&mut self, op: Op, edits: Vec<Edit>, focus: Node, desc: String) {
-        self.push_range(op, edits, (focus.start_byte(), focus.end_byte()), desc);
+    fn frame(&self) -> Frame<'t> {
+        self.frames.last().copied().unwrap_or(Frame {
+            kind: K::Other,
+            stmt: None,
+            clause: None,
+            in_body: false,
+            depth: 0,
+        })
     }
 
-    fn push_range(&mut self, op: Op, edits: Vec<Edit>, focus: (usize, usize), desc: String) {
-        self.cands.push(Cand {
+    fn cand(&self, op: OpKind, edits: Vec<Edit>, desc: String, plan: Plan<'t>) -> Cand<'t> {
+        let f = self.frame();
+        Cand {
             op,
             edits,
-            focus,
             desc,
+            line_stmt: f.stmt,
+            scope: self.names[..f.depth.min(self.names.len())].join("."),
+            in_body: f.in_body,
+            plan,
+        }
+    }
+
+    /// A candidate whose edits all lie inside `focus`, a descendant of the visited node.
+    fn push(&mut self, op: OpKind, edits: Vec<Edit>, focus: Node<'t>, desc: String) {
+        let f = self.frame();
+        let plan = Plan::Within {
+            node: focus,
+            stmt: f.stmt,
+            clause: f.clause,
+        };
+        let c = self.cand(op, edits, desc, plan);
+        self.cands.push(c);
+    }
+
+    /// A candidate rewriting the sibling statements `first..=last` of a block of (or below)
+    /// the visited node; `others` says whether that block keeps further statements (or is the
+    /// module). Its lines are those of `line_stmt`, or else of the visited node's statement.
+    #[allow(clippy::too_many_arguments)]
+    fn push_run(
+        &mut self,
+        op: OpKind,
+        edits: Vec<Edit>,
+        first: Node<'t>,
+        last: Node<'t>,
+        others: bool,
+        line_stmt: Option<Node<'t>>,
+        desc: String,
+    ) {
+        let plan = Plan::Run {
+            first,
+            last,
+            others,
+        };
+        let mut c = self.cand(op, edits, desc, plan);
+        if line_stmt.is_some() {
+            c.line_stmt = line_stmt;
+        }
+        self.cands.push(c);
+    }
+
+    /// Pushes the frame of `node`, reached from the current top frame through `field`.
+    fn enter(&mut self, node: Node<'t>, field: Option<&str>) {
+        let parent = self.frame();
+        let kind = self.k(node);
+        let is_stmt = self.kinds.is_statement(node);
+        let mut depth = parent.depth;
+        if matches!(kind, K::FunctionDefinition | K::ClassDefinition) {
+            self.names.truncate(depth);
+            self.names.push(
+                node.child_by_field_name("name")
+                    .map_or("", |n| self.text(n)),
+            );
+            depth += 1;
+        }
+        let clause = if is_stmt {
+            None
+        } else if matches!(
+            node.kind(),
+            "elif_clause" | "except_clause" | "except_group_clause" | "case_clause"
+        ) {
+            Some(node)
+        } else {
+            parent.clause
+        };
+        self.frames.push(Frame {
+            kind,
+            stmt: if is_stmt { Some(node) } else { parent.stmt },
+            clause,
+            in_body: parent.in_body
+                || (parent.kind == K::FunctionDefinition && field == Some("body")),
+            depth,
         });
     }
 
     /// Pre-order walk that does not descend into strings, comments, decorators or annotations.
     fn walk(&mut self, root: Node<'t>) {
         let mut cursor = root.walk();
-        let mut parents: Vec<K> = Vec::new();
+        self.enter(root, None);
         loop {
             let node = cursor.node();
-            let k = self.k(node);
-            self.visit(node, k, parents.last().copied().unwrap_or(K::Other));
+            let k = self.frame().kind;
+            let parent = self
+                .frames
+                .len()
+                .checked_sub(2)
+                .and_then(|i| self.frames.get(i))
+                .map_or(K::Other, |f| f.kind);
+            self.visit(node, k, parent);
             let skip = matches!(
                 k,
                 K::Str
@@ -976,17 +1294,18 @@ impl<'t> Analyzer<'t> {
                     | K::Decorator
             );
             if !skip && cursor.goto_first_child() {
-                parents.push(k);
+                self.enter(cursor.node(), cursor.field_name());
                 continue;
             }
             loop {
+                self.frames.pop();
                 if cursor.goto_next_sibling() {
+                    self.enter(cursor.node(), cursor.field_name());
                     break;
                 }
                 if !cursor.goto_parent() {
                     return;
                 }
-                parents.pop();
             }
         }
     }
@@ -1014,11 +1333,11 @@ impl<'t> Analyzer<'t> {
 
     // ----- helpers -------------------------------------------------------------------------
 
-    /// Named children that are not comments.
+    /// Named children that are not extras (comments, line continuations).
     fn named(&self, n: Node<'t>) -> Vec<Node<'t>> {
         let mut c = n.walk();
         n.named_children(&mut c)
-            .filter(|ch| self.k(*ch) != K::Comment)
+            .filter(|ch| !ch.is_extra())
             .collect()
     }
 
@@ -1306,8 +1625,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn def_name(&self, def: Node<'t>) -> &'t str {
-        def.child_by_field_name("name")
-            .map_or("", |n| self.text(n))
+        def.child_by_field_name("name").map_or("", |n| self.text(n))
     }
 
     // ----- statement-level operators -----------------------------------------------------
@@ -1315,9 +1633,12 @@ impl<'t> Analyzer<'t> {
     fn visit_block(&mut self, block: Node<'t>) {
         let stmts = self.stmts(block);
         let is_module = self.k(block) == K::Module;
+        if !is_module && stmts.is_empty() && self.named(block).is_empty() {
+            self.empty_block = true;
+        }
         for (i, &s) in stmts.iter().enumerate() {
             let (op, desc) = match self.k(s) {
-                K::ExpressionStatement if self.on(Op::RemoveAssign) => {
+                K::ExpressionStatement if self.on(OpKind::RemoveAssign) => {
                     let kids = self.named(s);
                     let is_assign = kids.len() == 1
                         && match self.k(kids[0]) {
@@ -1328,30 +1649,36 @@ impl<'t> Analyzer<'t> {
                     if !is_assign {
                         continue;
                     }
-                    (Op::RemoveAssign, format!("remove `{}`", snippet(self.text(s))))
+                    (
+                        OpKind::RemoveAssign,
+                        format!("remove `{}`", snippet(self.text(s))),
+                    )
                 }
-                K::IfStatement if self.on(Op::RemoveCond) => {
-                    (Op::RemoveCond, format!("remove `{}`", snippet(self.text(s))))
-                }
-                K::ForStatement | K::WhileStatement if self.on(Op::RemoveLoop) => {
-                    (Op::RemoveLoop, format!("remove `{}`", snippet(self.text(s))))
-                }
-                K::WithStatement | K::TryStatement if self.on(Op::RemoveWrapper) => {
+                K::IfStatement if self.on(OpKind::RemoveCond) => (
+                    OpKind::RemoveCond,
+                    format!("remove `{}`", snippet(self.text(s))),
+                ),
+                K::ForStatement | K::WhileStatement if self.on(OpKind::RemoveLoop) => (
+                    OpKind::RemoveLoop,
+                    format!("remove `{}`", snippet(self.text(s))),
+                ),
+                K::WithStatement | K::TryStatement if self.on(OpKind::RemoveWrapper) => {
                     if let Some(body) = s.child_by_field_name("body")
                         && let Some(e) = self.unwrap_body(s, body)
                     {
                         let desc = format!("unwrap `{}`", snippet(self.text(s)));
-                        self.push(Op::RemoveWrapper, vec![e], s, desc);
+                        self.push_run(OpKind::RemoveWrapper, vec![e], s, s, true, Some(s), desc);
                     }
                     continue;
                 }
                 _ => continue,
             };
             if let Some(edits) = self.delete_stmt(&stmts, i, is_module) {
-                self.push(op, edits, s, desc);
+                let others = stmts.len() > 1 || is_module;
+                self.push_run(op, edits, s, s, others, Some(s), desc);
             }
         }
-        if self.on(Op::CtrlShuffle) && !is_module {
+        if self.on(OpKind::CtrlShuffle) && !is_module {
             for i in 0..stmts.len().saturating_sub(1) {
                 let (a, b) = (stmts[i], stmts[i + 1]);
                 let excluded = |s: Node<'t>| {
@@ -1370,7 +1697,7 @@ impl<'t> Analyzer<'t> {
                         snippet(self.text(a)),
                         snippet(self.text(b))
                     );
-                    self.push_range(Op::CtrlShuffle, edits, (a.start_byte(), b.end_byte()), desc);
+                    self.push_run(OpKind::CtrlShuffle, edits, a, b, true, None, desc);
                 }
             }
         }
@@ -1378,7 +1705,7 @@ impl<'t> Analyzer<'t> {
 
     fn visit_class(&mut self, class: Node<'t>) {
         let class_name = self.def_name(class);
-        if self.on(Op::ClassRmBase)
+        if self.on(OpKind::ClassRmBase)
             && let Some(supers) = class.child_by_field_name("superclasses")
         {
             let args = self.named(supers);
@@ -1401,24 +1728,25 @@ impl<'t> Analyzer<'t> {
                     "remove base `{}` of class `{class_name}`",
                     snippet(self.text(a))
                 );
-                self.push(Op::ClassRmBase, vec![e], a, desc);
+                self.push(OpKind::ClassRmBase, vec![e], a, desc);
             }
         }
         let Some(body) = class.child_by_field_name("body") else {
             return;
         };
         let stmts = self.stmts(body);
-        if self.on(Op::ClassRmFuncs) {
+        if self.on(OpKind::ClassRmFuncs) {
             for (i, &s) in stmts.iter().enumerate() {
                 if let Some(def) = self.method_def(s)
                     && let Some(edits) = self.delete_stmt(&stmts, i, false)
                 {
                     let desc = format!("remove method `{class_name}.{}`", self.def_name(def));
-                    self.push(Op::ClassRmFuncs, edits, s, desc);
+                    let others = stmts.len() > 1;
+                    self.push_run(OpKind::ClassRmFuncs, edits, s, s, others, Some(s), desc);
                 }
             }
         }
-        if self.on(Op::ClassShuffleFuncs) {
+        if self.on(OpKind::ClassShuffleFuncs) {
             for i in 0..stmts.len().saturating_sub(1) {
                 let (a, b) = (stmts[i], stmts[i + 1]);
                 if !self.is_method(a) || !self.is_method(b) {
@@ -1427,19 +1755,14 @@ impl<'t> Analyzer<'t> {
                 if let Some(edits) = self.swap_stmts(&stmts, i) {
                     let name = |s: Node<'t>| self.method_def(s).map_or("", |d| self.def_name(d));
                     let desc = format!("swap methods `{}` and `{}`", name(a), name(b));
-                    self.push_range(
-                        Op::ClassShuffleFuncs,
-                        edits,
-                        (a.start_byte(), b.end_byte()),
-                        desc,
-                    );
+                    self.push_run(OpKind::ClassShuffleFuncs, edits, a, b, true, None, desc);
                 }
             }
         }
     }
 
     fn visit_if(&mut self, node: Node<'t>) {
-        if !self.on(Op::CtrlInvertIf) {
+        if !self.on(OpKind::CtrlInvertIf) {
             return;
         }
         let mut c = node.walk();
@@ -1480,13 +1803,16 @@ impl<'t> Analyzer<'t> {
         let cond = node
             .child_by_field_name("condition")
             .map_or(String::new(), |c| snippet(self.text(c)));
-        self.push(
-            Op::CtrlInvertIf,
+        self.push_run(
+            OpKind::CtrlInvertIf,
             vec![
                 edit(cons.start_byte(), cons.end_byte(), to),
                 edit(other.start_byte(), other.end_byte(), tc),
             ],
             node,
+            node,
+            true,
+            None,
             format!("swap the if/else bodies of `if {cond}`"),
         );
     }
@@ -1503,7 +1829,7 @@ impl<'t> Analyzer<'t> {
         };
         let ot = self.text(op);
         let strings = self.is_string_literal(left) || self.is_string_literal(right);
-        if self.on(Op::OpChange) && !strings {
+        if self.on(OpKind::OpChange) && !strings {
             let alts: &[&str] = match ot {
                 "+" => &["-"],
                 "-" => &["+"],
@@ -1521,29 +1847,29 @@ impl<'t> Analyzer<'t> {
             };
             for alt in alts {
                 self.push(
-                    Op::OpChange,
+                    OpKind::OpChange,
                     vec![edit(op.start_byte(), op.end_byte(), *alt)],
                     node,
                     format!("`{ot}` -> `{alt}`"),
                 );
             }
         }
-        if self.on(Op::OpSwap)
+        if self.on(OpKind::OpSwap)
             && matches!(ot, "+" | "-" | "/" | "//" | "%" | "**" | "<<" | ">>" | "@")
             && !(ot == "%" && self.is_string_literal(left))
         {
             let prec = binary_prec(ot);
             let same_prec = |n: Node| {
                 self.k(n) == K::BinaryOperator
-                    && n
-                        .child_by_field_name("operator")
+                    && n.child_by_field_name("operator")
                         .is_some_and(|o| binary_prec(self.text(o)) == prec)
             };
             let unary = self.k(left) == K::UnaryOperator || self.k(right) == K::UnaryOperator;
             let (tl, tr) = (self.text(left), self.text(right));
-            if !same_prec(left) && !same_prec(right) && !(ot == "**" && unary) && tl != tr {
+            let regroups = same_prec(left) || same_prec(right) || (ot == "**" && unary);
+            if !regroups && tl != tr {
                 self.push(
-                    Op::OpSwap,
+                    OpKind::OpSwap,
                     vec![
                         edit(left.start_byte(), left.end_byte(), tr),
                         edit(right.start_byte(), right.end_byte(), tl),
@@ -1553,13 +1879,17 @@ impl<'t> Analyzer<'t> {
                 );
             }
         }
-        if self.on(Op::OpBreakChains)
+        if self.on(OpKind::OpBreakChains)
             && self.k(left) == K::BinaryOperator
             && let Some(inner_left) = left.child_by_field_name("left")
         {
-            let dropped = snippet(self.src.get(inner_left.end_byte()..left.end_byte()).unwrap_or(""));
+            let dropped = snippet(
+                self.src
+                    .get(inner_left.end_byte()..left.end_byte())
+                    .unwrap_or(""),
+            );
             self.push(
-                Op::OpBreakChains,
+                OpKind::OpBreakChains,
                 vec![edit(inner_left.end_byte(), left.end_byte(), "")],
                 node,
                 format!("drop `{dropped}` from a chain"),
@@ -1575,22 +1905,26 @@ impl<'t> Analyzer<'t> {
             return;
         };
         let ot = self.text(op);
-        if self.on(Op::FlipOperators) {
+        if self.on(OpKind::FlipOperators) {
             let alt = if ot == "and" { "or" } else { "and" };
             self.push(
-                Op::FlipOperators,
+                OpKind::FlipOperators,
                 vec![edit(op.start_byte(), op.end_byte(), alt)],
                 node,
                 format!("`{ot}` -> `{alt}`"),
             );
         }
-        if self.on(Op::OpBreakChains)
+        if self.on(OpKind::OpBreakChains)
             && self.k(left) == K::BooleanOperator
             && let Some(inner_left) = left.child_by_field_name("left")
         {
-            let dropped = snippet(self.src.get(inner_left.end_byte()..left.end_byte()).unwrap_or(""));
+            let dropped = snippet(
+                self.src
+                    .get(inner_left.end_byte()..left.end_byte())
+                    .unwrap_or(""),
+            );
             self.push(
-                Op::OpBreakChains,
+                OpKind::OpBreakChains,
                 vec![edit(inner_left.end_byte(), left.end_byte(), "")],
                 node,
                 format!("drop `{dropped}` from a chain"),
@@ -1623,7 +1957,10 @@ impl<'t> Analyzer<'t> {
                 ">=" => Some(">"),
                 _ => None,
             };
-            for (op_kind, to) in [(Op::FlipOperators, flip), (Op::BoundaryCondition, boundary)] {
+            for (op_kind, to) in [
+                (OpKind::FlipOperators, flip),
+                (OpKind::BoundaryCondition, boundary),
+            ] {
                 if let Some(to) = to
                     && self.on(op_kind)
                 {
@@ -1636,7 +1973,7 @@ impl<'t> Analyzer<'t> {
                 }
             }
         }
-        if self.on(Op::OpSwap)
+        if self.on(OpKind::OpSwap)
             && let [op] = ops.as_slice()
             && !matches!(op.kind(), "==" | "!=" | "is" | "is not" | "<>")
         {
@@ -1645,7 +1982,7 @@ impl<'t> Analyzer<'t> {
                 let (ta, tb) = (self.text(*a), self.text(*b));
                 if ta != tb {
                     self.push(
-                        Op::OpSwap,
+                        OpKind::OpSwap,
                         vec![
                             edit(a.start_byte(), a.end_byte(), tb),
                             edit(b.start_byte(), b.end_byte(), ta),
@@ -1659,7 +1996,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit_augmented(&mut self, node: Node<'t>) {
-        if !self.on(Op::OpChange) {
+        if !self.on(OpKind::OpChange) {
             return;
         }
         let (Some(op), Some(right)) = (
@@ -1689,7 +2026,7 @@ impl<'t> Analyzer<'t> {
         };
         for alt in alts {
             self.push(
-                Op::OpChange,
+                OpKind::OpChange,
                 vec![edit(op.start_byte(), op.end_byte(), *alt)],
                 node,
                 format!("`{ot}` -> `{alt}`"),
@@ -1698,7 +2035,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit_integer(&mut self, node: Node<'t>, parent: K) {
-        if !self.on(Op::OpChangeConst) {
+        if !self.on(OpKind::OpChangeConst) {
             return;
         }
         let t = self.text(node);
@@ -1710,7 +2047,7 @@ impl<'t> Analyzer<'t> {
                 continue;
             }
             self.push(
-                Op::OpChangeConst,
+                OpKind::OpChangeConst,
                 vec![edit(node.start_byte(), node.end_byte(), m.to_string())],
                 node,
                 format!("`{t}` -> `{m}`"),
@@ -1729,7 +2066,7 @@ impl<'t> Analyzer<'t> {
             return;
         }
         let args_list = self.named(args);
-        if self.on(Op::OffByOneRange)
+        if self.on(OpKind::OffByOneRange)
             && self.text(func) == "range"
             && (1..=3).contains(&args_list.len())
             && args_list.iter().all(|a| self.is_positional(*a))
@@ -1746,11 +2083,11 @@ impl<'t> Analyzer<'t> {
                         snippet(self.text(stop)),
                         if delta > 0 { "+" } else { "-" }
                     );
-                    self.push(Op::OffByOneRange, vec![e], node, desc);
+                    self.push(OpKind::OffByOneRange, vec![e], node, desc);
                 }
             }
         }
-        if self.on(Op::SwapCallArgs) {
+        if self.on(OpKind::SwapCallArgs) {
             for pair in args_list.windows(2) {
                 let (a, b) = (pair[0], pair[1]);
                 if !self.is_positional(a) || !self.is_positional(b) {
@@ -1761,7 +2098,7 @@ impl<'t> Analyzer<'t> {
                     continue;
                 }
                 self.push(
-                    Op::SwapCallArgs,
+                    OpKind::SwapCallArgs,
                     vec![
                         edit(a.start_byte(), a.end_byte(), tb),
                         edit(b.start_byte(), b.end_byte(), ta),
@@ -1779,7 +2116,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit_subscript(&mut self, node: Node<'t>) {
-        if !self.on(Op::OffByOneSlice) {
+        if !self.on(OpKind::OffByOneSlice) {
             return;
         }
         if let Some(value) = node.child_by_field_name("value") {
@@ -1803,7 +2140,7 @@ impl<'t> Analyzer<'t> {
                             }
                             continue;
                         }
-                        if colons > 1 || self.k(kid) == K::Comment {
+                        if colons > 1 || kid.is_extra() {
                             continue;
                         }
                         let which = if colons == 0 { "start" } else { "stop" };
@@ -1814,7 +2151,7 @@ impl<'t> Analyzer<'t> {
                                     snippet(self.text(kid)),
                                     if delta > 0 { "+" } else { "-" }
                                 );
-                                self.push(Op::OffByOneSlice, vec![e], node, desc);
+                                self.push(OpKind::OffByOneSlice, vec![e], node, desc);
                             }
                         }
                     }
@@ -1837,7 +2174,7 @@ impl<'t> Analyzer<'t> {
                                 self.text(sub),
                                 if delta > 0 { "+" } else { "-" }
                             );
-                            self.push(Op::OffByOneSlice, vec![e], node, desc);
+                            self.push(OpKind::OffByOneSlice, vec![e], node, desc);
                         }
                     }
                 }
@@ -1847,7 +2184,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit_default(&mut self, node: Node<'t>) {
-        if !self.on(Op::WrongDefaultArg) {
+        if !self.on(OpKind::WrongDefaultArg) {
             return;
         }
         let (Some(name), Some(value)) = (
@@ -1895,7 +2232,7 @@ impl<'t> Analyzer<'t> {
         for r in replacements {
             let desc = format!("default of `{name}`: `{}` -> `{r}`", snippet(vt));
             self.push(
-                Op::WrongDefaultArg,
+                OpKind::WrongDefaultArg,
                 vec![edit(value.start_byte(), value.end_byte(), r)],
                 value,
                 desc,
@@ -1904,7 +2241,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit_return(&mut self, node: Node<'t>) {
-        if !self.on(Op::WrongReturnValue) {
+        if !self.on(OpKind::WrongReturnValue) {
             return;
         }
         let Some(value) = self.named(node).first().copied() else {
@@ -1923,21 +2260,33 @@ impl<'t> Analyzer<'t> {
             }
             _ => edit(value.start_byte(), value.end_byte(), "None"),
         };
-        let new_value = format!("{}{}", &e.replacement, self.src.get(e.end..value.end_byte()).unwrap_or(""));
-        let desc = format!("`return {}` -> `return {}`", snippet(vt), snippet(&new_value));
-        self.push(Op::WrongReturnValue, vec![e], node, desc);
+        let new_value = format!(
+            "{}{}",
+            &e.replacement,
+            self.src.get(e.end..value.end_byte()).unwrap_or("")
+        );
+        let desc = format!(
+            "`return {}` -> `return {}`",
+            snippet(vt),
+            snippet(&new_value)
+        );
+        self.push(OpKind::WrongReturnValue, vec![e], node, desc);
     }
 
     fn visit_not(&mut self, node: Node<'t>) {
-        if !self.on(Op::DropNot) {
+        if !self.on(OpKind::DropNot) {
             return;
         }
         let Some(arg) = node.child_by_field_name("argument") else {
             return;
         };
-        let desc = format!("`{}` -> `{}`", snippet(self.text(node)), snippet(self.text(arg)));
+        let desc = format!(
+            "`{}` -> `{}`",
+            snippet(self.text(node)),
+            snippet(self.text(arg))
+        );
         self.push(
-            Op::DropNot,
+            OpKind::DropNot,
             vec![edit(node.start_byte(), arg.start_byte(), "")],
             node,
             desc,
@@ -1951,7 +2300,7 @@ impl<'t> Analyzer<'t> {
         let name = self.text(ident);
         if let Some(to) = wrong_exception(name) {
             self.push(
-                Op::WrongExceptionType,
+                OpKind::WrongExceptionType,
                 vec![edit(ident.start_byte(), ident.end_byte(), to)],
                 ident,
                 format!("`{name}` -> `{to}`"),
@@ -1960,7 +2309,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit_raise(&mut self, node: Node<'t>) {
-        if !self.on(Op::WrongExceptionType) {
+        if !self.on(OpKind::WrongExceptionType) {
             return;
         }
         let mut c = node.walk();
@@ -1970,7 +2319,7 @@ impl<'t> Analyzer<'t> {
         let mut exc = None;
         loop {
             let ch = c.node();
-            if ch.is_named() && c.field_name() != Some("cause") && self.k(ch) != K::Comment {
+            if ch.is_named() && c.field_name() != Some("cause") && !ch.is_extra() {
                 exc = Some(ch);
                 break;
             }
@@ -1993,7 +2342,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit_except(&mut self, node: Node<'t>) {
-        if !self.on(Op::WrongExceptionType) {
+        if !self.on(OpKind::WrongExceptionType) {
             return;
         }
         let Some(mut value) = node.child_by_field_name("value") else {
@@ -2080,6 +2429,11 @@ mod tests {
             find_mutations("def f(:\n", &[]),
             Err(MutateError::Parse)
         ));
+        // tree-sitter accepts an empty suite; Python does not.
+        assert!(matches!(
+            find_mutations("if x:\npass\n", &[]),
+            Err(MutateError::Parse)
+        ));
         assert!(parses("x = 1\n"));
         assert!(!parses("x = (1\n"));
         assert!(!parses("if x:\npass\n"));
@@ -2119,7 +2473,10 @@ mod tests {
             "class A(B, C, metaclass=M):\n    pass\n\nclass D:\n    pass\n\nclass F(object):\n    pass\n",
         );
         assert_eq!(outputs(src, "class_rm_base").len(), 3);
-        assert_none("class A:\n    pass\n\nclass B(metaclass=M):\n    pass\n", "class_rm_base");
+        assert_none(
+            "class A:\n    pass\n\nclass B(metaclass=M):\n    pass\n",
+            "class_rm_base",
+        );
     }
 
     #[test]
@@ -2156,7 +2513,8 @@ mod tests {
 
     #[test]
     fn ctrl_invert_if_swaps_bodies() {
-        let src = "def f(x):\n    if x:\n        a = 1\n        return a\n    else:\n        return 2\n";
+        let src =
+            "def f(x):\n    if x:\n        a = 1\n        return a\n    else:\n        return 2\n";
         assert_produces(
             src,
             "ctrl_invert_if",
@@ -2206,7 +2564,10 @@ mod tests {
             "def f(x):\n    y = x + 1\n    y += 2\n    return y\n\ndef g():\n    pass\n",
         );
         assert_eq!(outputs(src, "remove_assign").len(), 3);
-        assert_none("def f(x: int):\n    y: int\n    return x\n", "remove_assign");
+        assert_none(
+            "def f(x: int):\n    y: int\n    return x\n",
+            "remove_assign",
+        );
     }
 
     #[test]
@@ -2265,7 +2626,11 @@ mod tests {
     fn op_break_chains_drops_middle_operands() {
         assert_produces("y = a + b + c\n", "op_break_chains", "y = a + c\n");
         assert_produces("y = a and b and c\n", "op_break_chains", "y = a and c\n");
-        assert_produces("y = a * b + c * d + e\n", "op_break_chains", "y = a * b + e\n");
+        assert_produces(
+            "y = a * b + c * d + e\n",
+            "op_break_chains",
+            "y = a * b + e\n",
+        );
         assert_none("y = a + b\nz = (a + b) * c\n", "op_break_chains");
     }
 
@@ -2287,9 +2652,21 @@ mod tests {
     #[test]
     fn op_change_replaces_within_families() {
         let src = "def f(a, b):\n    a += b\n    return a * b - 1\n";
-        assert_produces(src, "op_change", "def f(a, b):\n    a -= b\n    return a * b - 1\n");
-        assert_produces(src, "op_change", "def f(a, b):\n    a += b\n    return a // b - 1\n");
-        assert_produces(src, "op_change", "def f(a, b):\n    a += b\n    return a * b + 1\n");
+        assert_produces(
+            src,
+            "op_change",
+            "def f(a, b):\n    a -= b\n    return a * b - 1\n",
+        );
+        assert_produces(
+            src,
+            "op_change",
+            "def f(a, b):\n    a += b\n    return a // b - 1\n",
+        );
+        assert_produces(
+            src,
+            "op_change",
+            "def f(a, b):\n    a += b\n    return a * b + 1\n",
+        );
         assert_eq!(outputs(src, "op_change").len(), 5);
         assert_none("s = 'a' + b\nt = '%s' % x\nm = a @ b\n", "op_change");
     }
@@ -2300,17 +2677,36 @@ mod tests {
         assert_produces("if a < len(b): pass\n", "op_swap", "if len(b) < a: pass\n");
         assert_none("y = a * b\nz = a == b\nw = a - a\n", "op_swap");
         // Swapping the outer `-` of `a - b - c` would regroup it; the inner one is fine.
-        assert_eq!(outputs("v = a - b - c\n", "op_swap"), vec!["v = b - a - c\n"]);
+        assert_eq!(
+            outputs("v = a - b - c\n", "op_swap"),
+            vec!["v = b - a - c\n"]
+        );
         assert_eq!(outputs("v = (a - b) - c\n", "op_swap").len(), 2);
     }
 
     #[test]
     fn flip_operators_flips() {
         let src = "ok = a == b and c not in d\nz = x is not None\n";
-        assert_produces(src, "flip_operators", "ok = a != b and c not in d\nz = x is not None\n");
-        assert_produces(src, "flip_operators", "ok = a == b or c not in d\nz = x is not None\n");
-        assert_produces(src, "flip_operators", "ok = a == b and c in d\nz = x is not None\n");
-        assert_produces(src, "flip_operators", "ok = a == b and c not in d\nz = x is None\n");
+        assert_produces(
+            src,
+            "flip_operators",
+            "ok = a != b and c not in d\nz = x is not None\n",
+        );
+        assert_produces(
+            src,
+            "flip_operators",
+            "ok = a == b or c not in d\nz = x is not None\n",
+        );
+        assert_produces(
+            src,
+            "flip_operators",
+            "ok = a == b and c in d\nz = x is not None\n",
+        );
+        assert_produces(
+            src,
+            "flip_operators",
+            "ok = a == b and c not in d\nz = x is None\n",
+        );
         assert_produces("t = a <= b\n", "flip_operators", "t = a >= b\n");
         assert_none("s = 'a == b'  # x < y\n", "flip_operators");
     }
@@ -2343,7 +2739,10 @@ mod tests {
         assert_produces("y = x[0]\n", "off_by_one_slice", "y = x[1]\n");
         assert_produces("y = x[-1]\n", "off_by_one_slice", "y = x[-2]\n");
         assert_produces("y = x[i + 1:]\n", "off_by_one_slice", "y = x[i:]\n");
-        assert_eq!(outputs("y = x[:-1]\n", "off_by_one_slice"), vec!["y = x[:-2]\n"]);
+        assert_eq!(
+            outputs("y = x[:-1]\n", "off_by_one_slice"),
+            vec!["y = x[:-2]\n"]
+        );
         assert_none("y = x[i]\nz = x[::2]\nw = x[:]\n", "off_by_one_slice");
     }
 
@@ -2558,11 +2957,20 @@ def semis(a, b): a += 1; return a - b
                 let line = src.lines().nth(line_no).unwrap_or("");
                 if !matches!(
                     m.operator.as_str(),
-                    "remove_wrapper" | "ctrl_invert_if" | "ctrl_shuffle" | "class_rm_funcs"
-                        | "class_shuffle_funcs" | "remove_cond" | "remove_loop" | "remove_assign"
+                    "remove_wrapper"
+                        | "ctrl_invert_if"
+                        | "ctrl_shuffle"
+                        | "class_rm_funcs"
+                        | "class_shuffle_funcs"
+                        | "remove_cond"
+                        | "remove_loop"
+                        | "remove_assign"
                 ) {
                     assert!(!line.trim_start().starts_with('@'), "{m:?} in decorator");
-                    assert!(!line.trim_start().starts_with("f = f\""), "{m:?} in f-string");
+                    assert!(
+                        !line.trim_start().starts_with("f = f\""),
+                        "{m:?} in f-string"
+                    );
                     assert!(!line.contains("Docstring"), "{m:?} in docstring");
                     assert!(!line.contains("GRÜßE"), "{m:?} in string");
                 }
@@ -2591,10 +2999,12 @@ def semis(a, b): a += 1; return a - b
             assert!(ops.contains(op), "no {op} site in tricky code");
         }
         // Tab-indented if/else can be inverted.
-        assert!(muts.iter().any(|m| m.operator == "ctrl_invert_if"
-            && apply(&src, &m.edits)
-                .expect("apply")
-                .contains("\tif x < 0:\n\t\treturn x\n\telse:\n\t\treturn -x\n")));
+        assert!(muts.iter().any(|m| {
+            m.operator == "ctrl_invert_if"
+                && apply(&src, &m.edits)
+                    .expect("apply")
+                    .contains("\tif x < 0:\n\t\treturn x\n\telse:\n\t\treturn -x\n")
+        }));
         // The async with is unwrapped with the right indentation.
         assert!(muts.iter().any(|m| m.operator == "remove_wrapper"
             && apply(&src, &m.edits)
@@ -2625,8 +3035,37 @@ def semis(a, b): a += 1; return a - b
             .expect("lambda default");
         assert!(nested_default.in_function_body);
         // Semicolon-separated statements are never deleted line-wise.
-        assert!(!muts.iter().any(|m| m.operator == "remove_assign"
-            && m.description.contains("a += 1")));
+        assert!(
+            !muts
+                .iter()
+                .any(|m| m.operator == "remove_assign" && m.description.contains("a += 1"))
+        );
+    }
+
+    #[test]
+    fn validation_handles_match_headers_patterns_and_continuations() {
+        let src = "def f(x):\n    match 0:\n        case -0:\n            return g(1,\\\n                     2)\n\ndef h():\n    try:\n        a()\n    except KeyError:\n        pass\n    b()\n";
+        let muts = find_mutations(src, &[]).expect("find_mutations");
+        for m in &muts {
+            check_mutation(src, m);
+        }
+        let outs: Vec<String> = muts
+            .iter()
+            .map(|m| apply(src, &m.edits).expect("apply"))
+            .collect();
+        // The match subject is mutated (its excerpt needs a `case`), `case -0` never becomes
+        // `case --1`, and arguments split by a backslash continuation are swapped.
+        assert!(outs.iter().any(|o| o.contains("    match 1:\n")));
+        assert!(!outs.iter().any(|o| o.contains("--1")));
+        assert!(
+            outs.iter()
+                .any(|o| o.contains("g(2,\\\n                     1)"))
+        );
+        // A `try` statement is swapped with its neighbour (checked on its skeleton).
+        assert!(
+            outs.iter()
+                .any(|o| o.contains("    b()\n    try:\n        a()\n"))
+        );
     }
 
     #[test]

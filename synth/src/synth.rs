@@ -623,7 +623,9 @@ impl Synthesizer {
             request.hint_levels.clone()
         };
         let workers = if self.config.workers == 0 {
-            self.sandbox.workers()
+            // One more than the sandbox's workers: a validation spends part of its time
+            // writing workspaces and parsing results, which another run can overlap.
+            self.sandbox.workers() + 1
         } else {
             self.config.workers
         }
@@ -963,6 +965,10 @@ impl Synthesizer {
             return Verdict::Rejected(Rejection::NoFailingTest, 0, None, 0);
         }
         let mut args = vec!["--continue-on-collection-errors".to_string()];
+        if self.config.reproduce {
+            // The screen only has to find one failing test: the confirm run buckets them all.
+            args.push("--exitfirst".to_string());
+        }
         if kind == SelectionKind::Full {
             args.extend(self.intake.passing.iter().cloned());
         } else if selected.len() <= 400 {
@@ -977,7 +983,7 @@ impl Synthesizer {
             tree.insert(path.clone(), data.clone());
         }
         // Screen: only the tests that can see the bug.
-        let screen = match self.run_once(&tree, &args) {
+        let screen = match self.run_once(&tree, &args, self.config.reproduce) {
             Ok(report) => report,
             Err(reason) => return Verdict::Rejected(reason, 1, Some(kind), 0),
         };
@@ -986,10 +992,10 @@ impl Synthesizer {
         if screened.fail_to_pass.is_empty() {
             return Verdict::Rejected(Rejection::NoFailingTest, 1, Some(kind), tests_run);
         }
-        if screened.pass_to_pass.is_empty() {
-            return Verdict::Rejected(Rejection::NoPassingTest, 1, Some(kind), tests_run);
-        }
         if !self.config.reproduce {
+            if screened.pass_to_pass.is_empty() {
+                return Verdict::Rejected(Rejection::NoPassingTest, 1, Some(kind), tests_run);
+            }
             let failing_records = failing_records(&screened.fail_to_pass, &screen.tests);
             return Verdict::Valid(Validated {
                 fail_to_pass: screened.fail_to_pass,
@@ -1002,25 +1008,25 @@ impl Synthesizer {
             });
         }
         // Confirm: exactly the run that will grade the task (every passing test by id, in
-        // grading order). It must agree with the screen on the tests both ran.
+        // grading order). The test that failed the screen must fail again.
         let passing: Vec<String> = self.intake.passing.iter().cloned().collect();
-        let confirm = match self.run_once(&tree, &frognano_env::grading_args(&[], &passing)) {
+        let confirm = match self.run_once(&tree, &frognano_env::grading_args(&[], &passing), false)
+        {
             Ok(report) => report,
             Err(reason) => return Verdict::Rejected(reason, 2, Some(kind), tests_run),
         };
         tests_run += confirm.tests.len();
         let confirmed = bucket(&self.intake.passing, &self.intake.passing, &confirm.tests);
-        let confirmed_in_selection: Vec<&String> = confirmed
+        let screen_failed: Vec<&String> = screened
             .fail_to_pass
             .iter()
-            .filter(|id| selected.contains(*id))
+            .filter(|id| screen.tests.iter().any(|t| &&t.id == id))
             .collect();
-        let agrees = confirmed_in_selection.len() == screened.fail_to_pass.len()
-            && confirmed_in_selection
+        let reproduced = !confirmed.fail_to_pass.is_empty()
+            && screen_failed
                 .iter()
-                .zip(&screened.fail_to_pass)
-                .all(|(a, b)| *a == b);
-        if !agrees {
+                .all(|id| confirmed.fail_to_pass.contains(id));
+        if !reproduced {
             return Verdict::Rejected(Rejection::NotReproducible, 2, Some(kind), tests_run);
         }
         if confirmed.pass_to_pass.is_empty() {
@@ -1028,7 +1034,10 @@ impl Synthesizer {
         }
         // A failure outside the selection means the impact analysis missed a test: the task
         // stands (the confirm run is the truth), the miss is counted.
-        let selection_miss = confirmed.fail_to_pass.len() != confirmed_in_selection.len();
+        let selection_miss = confirmed
+            .fail_to_pass
+            .iter()
+            .any(|id| !selected.contains(id));
         let failing_records = failing_records(&confirmed.fail_to_pass, &confirm.tests);
         Verdict::Valid(Validated {
             fail_to_pass: confirmed.fail_to_pass,
@@ -1041,10 +1050,13 @@ impl Synthesizer {
         })
     }
 
+    /// One validation run; `exitfirst` accepts pytest's "interrupted" status (a run stopped
+    /// at its first failure, which collection errors also count as).
     fn run_once(
         &self,
         tree: &FileTree,
         args: &[String],
+        exitfirst: bool,
     ) -> std::result::Result<frognano_core::TestReport, Rejection> {
         let work = tempfile::Builder::new()
             .prefix("frognano-synth-")
@@ -1067,6 +1079,7 @@ impl Synthesizer {
         }
         match report.exit_code {
             Some(0 | 1 | 5) => Ok(report),
+            Some(2) if exitfirst => Ok(report),
             _ => Err(Rejection::BrokenSuite),
         }
     }
@@ -1327,12 +1340,8 @@ mod tests {
             operators: vec!["no_such_op".into()],
             ..SynthConfig::default()
         };
-        assert!(
-            bad.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("no_such_op")
-        );
+        let err = bad.validate().expect_err("unknown operator");
+        assert!(err.to_string().contains("no_such_op"));
         let bad = SynthConfig {
             hint_levels: vec![9],
             ..SynthConfig::default()

@@ -32,14 +32,20 @@ fn sample_repos_yield_tasks_only_the_oracle_resolves() {
         let stats = synth.stats();
         assert_eq!(stats.valid, 8);
         assert!(stats.candidates >= 8);
-        assert_eq!(stats.selection_misses, 0, "{name}: impact analysis missed a test");
+        assert_eq!(
+            stats.selection_misses, 0,
+            "{name}: impact analysis missed a test"
+        );
         for task in &tasks {
             task.validate().expect("valid record");
             assert!(!task.bug_patch.is_empty());
             assert!(!task.fail_to_pass.is_empty() && !task.pass_to_pass.is_empty());
             let failing: BTreeSet<&String> = task.fail_to_pass.iter().collect();
             assert!(task.pass_to_pass.iter().all(|t| !failing.contains(t)));
-            assert!(task.problem_statement.contains("Something is wrong in module"));
+            assert!(
+                task.problem_statement
+                    .contains("Something is wrong in module")
+            );
             let level = difficulty(task, "hint_level").as_u64().expect("hint level");
             if level >= 1 {
                 assert!(task.problem_statement.contains(&task.fail_to_pass[0]));
@@ -130,7 +136,10 @@ fn multi_bug_tasks_combine_validated_bugs_within_their_scope() {
                 CombineScope::Repo => assert_eq!(files, Some(2), "{}", task.id),
                 _ => assert_eq!(files, Some(1), "{}", task.id),
             }
-            assert_eq!(difficulty(task, "operators").as_array().map(Vec::len), Some(2));
+            assert_eq!(
+                difficulty(task, "operators").as_array().map(Vec::len),
+                Some(2)
+            );
         }
         common::assert_oracle_only(&tasks);
     }
@@ -153,7 +162,12 @@ fn operator_choice_and_generation_continue_without_repeats() {
         assert!(op == "op_swap" || op == "flip_operators", "{op}");
         assert!(ids.insert(task.id.clone()), "{} made twice", task.id);
     }
-    assert!(synth.sites_per_operator().keys().all(|k| k == "op_swap" || k == "flip_operators"));
+    assert!(
+        synth
+            .sites_per_operator()
+            .keys()
+            .all(|k| k == "op_swap" || k == "flip_operators")
+    );
 }
 
 #[test]
@@ -177,7 +191,10 @@ fn a_mutation_that_hangs_the_suite_is_rejected_not_waited_on() {
     let stats = synth.stats();
     let rejected = &stats.by_operator["remove_assign"].rejected;
     // Removing `i += 1` loops forever: a limit, not a task and not a hang.
-    assert!(rejected.get("limit").copied().unwrap_or(0) >= 1, "{stats:?}");
+    assert!(
+        rejected.get("limit").copied().unwrap_or(0) >= 1,
+        "{stats:?}"
+    );
     assert!(started.elapsed().as_secs() < 120);
     assert!(!tasks.is_empty());
     common::assert_oracle_only(&tasks);
@@ -190,7 +207,10 @@ fn repositories_whose_suite_cannot_serve_are_explained() {
         (
             &[
                 ("pkg/__init__.py", "X = 1\n"),
-                ("tests/test_x.py", "import pkg\n\ndef test_x():\n    assert pkg.X == 2\n"),
+                (
+                    "tests/test_x.py",
+                    "import pkg\n\ndef test_x():\n    assert pkg.X == 2\n",
+                ),
             ],
             "no test passes",
         ),
@@ -198,7 +218,10 @@ fn repositories_whose_suite_cannot_serve_are_explained() {
             &[
                 ("frognano.toml", "[test]\ntimeout = 2\n"),
                 ("pkg/__init__.py", "X = 1\n"),
-                ("tests/test_x.py", "def test_spin():\n    while True:\n        pass\n"),
+                (
+                    "tests/test_x.py",
+                    "def test_spin():\n    while True:\n        pass\n",
+                ),
             ],
             "did not finish",
         ),
@@ -216,7 +239,10 @@ fn repositories_whose_suite_cannot_serve_are_explained() {
         SynthConfig::default(),
     )
     .expect_err("missing repo");
-    assert!(missing.to_string().contains("/nonexistent/repo"), "{missing}");
+    assert!(
+        missing.to_string().contains("/nonexistent/repo"),
+        "{missing}"
+    );
     let bad = SynthConfig {
         operators: vec!["rm_everything".into()],
         ..SynthConfig::default()

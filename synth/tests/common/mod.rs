@@ -68,16 +68,21 @@ pub fn assert_oracle_only(tasks: &[Task]) -> Vec<EpisodeRecord> {
             "oracle failed {}: {:?} {:#?}",
             record.task_id,
             grading.detail,
-            grading.tests.iter().filter(|t| !t.passed).collect::<Vec<_>>()
+            grading
+                .tests
+                .iter()
+                .filter(|t| !t.passed)
+                .collect::<Vec<_>>()
         );
     }
     for record in rollout(&mut NoopPolicy, tasks) {
-        assert!(!record.outcome.resolved, "no-op resolved {}", record.task_id);
+        assert!(
+            !record.outcome.resolved,
+            "no-op resolved {}",
+            record.task_id
+        );
         let grading = record.grading.as_ref().expect("graded");
-        let task = tasks
-            .iter()
-            .find(|t| t.id == record.task_id)
-            .expect("task");
+        let task = tasks.iter().find(|t| t.id == record.task_id).expect("task");
         // With the bug in place exactly the FAIL_TO_PASS tests fail.
         for test in &grading.tests {
             assert_eq!(
