@@ -126,10 +126,10 @@ impl ToolRequest {
     pub fn to_text(&self) -> String {
         match self {
             ToolRequest::View { path, start, end } => match (start, end) {
-                (Some(s), Some(e)) => format!("view {} {s}-{e}", quote(path)),
-                (Some(s), None) => format!("view {} {s}-", quote(path)),
-                (None, Some(e)) => format!("view {} -{e}", quote(path)),
-                (None, None) => format!("view {}", quote(path)),
+                (Some(s), Some(e)) => format!("view {} {s}-{e}", quote_view_path(path)),
+                (Some(s), None) => format!("view {} {s}-", quote_view_path(path)),
+                (None, Some(e)) => format!("view {} -{e}", quote_view_path(path)),
+                (None, None) => format!("view {}", quote_view_path(path)),
             },
             ToolRequest::List { path } => match path {
                 Some(p) => format!("ls {}", quote(p)),
@@ -168,6 +168,22 @@ impl ToolRequest {
             }
             ToolRequest::Submit => "submit".into(),
         }
+    }
+}
+
+/// `path:RANGE` split into its parts, when a path ends like an inline line range.
+fn inline_range(raw: &str) -> Option<(&str, &str)> {
+    let (path, range) = raw.rsplit_once(':')?;
+    let is_range = !range.is_empty() && range.chars().all(|c| c.is_ascii_digit() || c == '-');
+    (is_range && !path.is_empty()).then_some((path, range))
+}
+
+/// A path for `view`: quoted whenever it could be read as `path:RANGE`.
+fn quote_view_path(path: &str) -> String {
+    if inline_range(path).is_some() {
+        format!("'{}'", path.replace('\'', "'\"'\"'"))
+    } else {
+        quote(path)
     }
 }
 
@@ -429,13 +445,11 @@ fn parse_command(lines: &[&str]) -> Result<ToolRequest, ProtocolError> {
             let Some(raw_path) = args.first() else {
                 return err("view needs a path: `view PATH` or `view PATH START-END`.");
             };
-            // `view path:10-20` is accepted too.
-            let (path, inline_range) = match raw_path.rsplit_once(':') {
-                Some((p, r))
-                    if !r.is_empty() && r.chars().all(|c| c.is_ascii_digit() || c == '-') =>
-                {
-                    (p.to_string(), Some(r.to_string()))
-                }
+            // `view path:10-20` is accepted too, unless the path was quoted (a file whose name
+            // ends in `:10` is written `view 'name:10'`).
+            let quoted = rest.trim_start().starts_with(['\'', '"']);
+            let (path, inline_range) = match inline_range(raw_path) {
+                Some((p, r)) if !quoted => (p.to_string(), Some(r.to_string())),
                 _ => (raw_path.clone(), None),
             };
             let range_text = match (inline_range, &args[1..]) {
