@@ -155,6 +155,33 @@ pub fn fetch_wheels(wheels: &[PinnedWheel], progress: Progress<'_>) -> Result<Ve
 }
 
 /// Creates a directory (and parents) and returns it.
+/// The source distribution `name==version` (a `.tar.gz`), fetched once into the cache with pip
+/// and verified against `sha256`: how tests and benchmarks pin real packages.
+pub fn fetch_sdist(name: &str, version: &str, sha256: &str) -> Result<PathBuf> {
+    let dir = cache_dir().join("test-sdists");
+    let file = dir.join(format!("{name}-{version}.tar.gz"));
+    if file.is_file() && sha256_file(&file)? == sha256 {
+        return Ok(file);
+    }
+    pip_download(
+        &dir,
+        &[
+            "--no-deps".into(),
+            "--no-binary".into(),
+            ":all:".into(),
+            format!("{name}=={version}"),
+        ],
+    )?;
+    let actual = sha256_file(&file)?;
+    if actual != sha256 {
+        return Err(SandboxError::Asset {
+            name: format!("{name}=={version}"),
+            message: format!("sha256 {actual} differs from the pinned {sha256}"),
+        });
+    }
+    Ok(file)
+}
+
 pub fn ensure_dir(dir: &Path) -> Result<&Path> {
     fs::create_dir_all(dir).map_err(SandboxError::io(format!("create {}", dir.display())))?;
     Ok(dir)

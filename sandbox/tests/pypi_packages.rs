@@ -53,27 +53,8 @@ const PACKAGES: &[Package] = &[
 
 /// Downloads (once, into the cache) and unpacks a pinned sdist into `dest`.
 fn unpack_sdist(package: &Package, dest: &Path) -> PathBuf {
-    let dir = assets::cache_dir().join("test-sdists");
-    let file = dir.join(format!("{}-{}.tar.gz", package.name, package.version));
-    let verified = file.is_file() && assets::sha256_file(&file).expect("hash") == package.sha256;
-    if !verified {
-        assets::pip_download(
-            &dir,
-            &[
-                "--no-deps".into(),
-                "--no-binary".into(),
-                ":all:".into(),
-                format!("{}=={}", package.name, package.version),
-            ],
-        )
-        .expect("pip download");
-        assert_eq!(
-            assets::sha256_file(&file).expect("hash"),
-            package.sha256,
-            "sha256 of {}",
-            file.display()
-        );
-    }
+    let file =
+        assets::fetch_sdist(package.name, package.version, package.sha256).expect("pinned sdist");
     let status = Command::new("tar")
         .arg("xzf")
         .arg(&file)

@@ -1879,22 +1879,29 @@ impl<'t> Analyzer<'t> {
                 );
             }
         }
-        if self.on(OpKind::OpBreakChains)
-            && self.k(left) == K::BinaryOperator
-            && let Some(inner_left) = left.child_by_field_name("left")
-        {
-            let dropped = snippet(
-                self.src
-                    .get(inner_left.end_byte()..left.end_byte())
-                    .unwrap_or(""),
-            );
-            self.push(
-                OpKind::OpBreakChains,
-                vec![edit(inner_left.end_byte(), left.end_byte(), "")],
-                node,
-                format!("drop `{dropped}` from a chain"),
-            );
+        self.break_chain(node, left, K::BinaryOperator);
+    }
+
+    /// `a OP b OP c` -> `a OP c`: drops the middle operand when `left` is itself a chain of
+    /// the same kind.
+    fn break_chain(&mut self, node: Node<'t>, left: Node<'t>, chain: K) {
+        if !self.on(OpKind::OpBreakChains) || self.k(left) != chain {
+            return;
         }
+        let Some(inner_left) = left.child_by_field_name("left") else {
+            return;
+        };
+        let dropped = snippet(
+            self.src
+                .get(inner_left.end_byte()..left.end_byte())
+                .unwrap_or(""),
+        );
+        self.push(
+            OpKind::OpBreakChains,
+            vec![edit(inner_left.end_byte(), left.end_byte(), "")],
+            node,
+            format!("drop `{dropped}` from a chain"),
+        );
     }
 
     fn visit_boolean(&mut self, node: Node<'t>) {
@@ -1914,22 +1921,7 @@ impl<'t> Analyzer<'t> {
                 format!("`{ot}` -> `{alt}`"),
             );
         }
-        if self.on(OpKind::OpBreakChains)
-            && self.k(left) == K::BooleanOperator
-            && let Some(inner_left) = left.child_by_field_name("left")
-        {
-            let dropped = snippet(
-                self.src
-                    .get(inner_left.end_byte()..left.end_byte())
-                    .unwrap_or(""),
-            );
-            self.push(
-                OpKind::OpBreakChains,
-                vec![edit(inner_left.end_byte(), left.end_byte(), "")],
-                node,
-                format!("drop `{dropped}` from a chain"),
-            );
-        }
+        self.break_chain(node, left, K::BooleanOperator);
     }
 
     fn visit_comparison(&mut self, node: Node<'t>) {
