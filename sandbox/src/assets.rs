@@ -182,6 +182,35 @@ pub fn fetch_sdist(name: &str, version: &str, sha256: &str) -> Result<PathBuf> {
     Ok(file)
 }
 
+/// Moves a finished cache directory (`staging`, already holding its `.complete` marker) to
+/// `dir`. Several threads or processes may build the same cache at once: the first complete one
+/// to land wins and the others drop their copies; an incomplete leftover of an interrupted
+/// build (complete ones land atomically) is replaced.
+pub fn land_cache_dir(staging: tempfile::TempDir, dir: &Path) -> Result<()> {
+    let complete = |d: &Path| d.join(".complete").is_file();
+    if complete(dir) {
+        return Ok(());
+    }
+    if dir.exists() {
+        let _ = fs::remove_dir_all(dir);
+    }
+    let staged = staging.keep();
+    match fs::rename(&staged, dir) {
+        Ok(()) => Ok(()),
+        Err(_) if complete(dir) => {
+            let _ = fs::remove_dir_all(&staged);
+            Ok(())
+        }
+        Err(err) => {
+            let _ = fs::remove_dir_all(&staged);
+            Err(SandboxError::io(format!(
+                "move a cache into {}",
+                dir.display()
+            ))(err))
+        }
+    }
+}
+
 pub fn ensure_dir(dir: &Path) -> Result<&Path> {
     fs::create_dir_all(dir).map_err(SandboxError::io(format!("create {}", dir.display())))?;
     Ok(dir)
@@ -270,6 +299,40 @@ pub fn unpack_wheel(wheel: &Path, dest: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn concurrent_builds_of_one_cache_all_succeed_and_one_lands() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let dir = parent.path().join("cache");
+        // A leftover of an interrupted build is replaced.
+        fs::create_dir_all(dir.join("half")).expect("leftover");
+        std::thread::scope(|scope| {
+            for i in 0..8 {
+                let (parent, dir) = (parent.path(), dir.as_path());
+                scope.spawn(move || {
+                    let staging = tempfile::Builder::new()
+                        .prefix(".staging-")
+                        .tempdir_in(parent)
+                        .expect("staging");
+                    fs::write(staging.path().join(format!("from-{i}")), b"x").expect("write");
+                    fs::write(staging.path().join(".complete"), b"").expect("mark");
+                    land_cache_dir(staging, dir).expect("lands or yields to a winner");
+                });
+            }
+        });
+        assert!(dir.join(".complete").is_file());
+        assert!(!dir.join("half").exists());
+        let winners = fs::read_dir(&dir)
+            .expect("read")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("from-"))
+            })
+            .count();
+        assert_eq!(winners, 1, "exactly one build's files");
+        let leftovers = fs::read_dir(parent.path()).expect("read").count();
+        assert_eq!(leftovers, 1, "no staging directory is left behind");
+    }
 
     #[test]
     fn sha256_of_known_bytes() {

@@ -82,15 +82,7 @@ pub fn harvest(compiled: &Path, dir: &Path) -> Result<()> {
     }
     fs::write(staging.path().join(COMPLETE), b"")
         .map_err(SandboxError::io("mark bytecode complete"))?;
-    let staged = staging.keep();
-    if dir.exists() {
-        let _ = fs::remove_dir_all(dir);
-    }
-    fs::rename(&staged, dir).map_err(SandboxError::io(format!(
-        "move bytecode to {}",
-        dir.display()
-    )))?;
-    Ok(())
+    crate::assets::land_cache_dir(staging, dir)
 }
 
 /// Copies the cached `.pyc` files into `workspace`. Writes go through a capability handle, so

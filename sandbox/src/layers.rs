@@ -164,14 +164,7 @@ fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Resu
     }
     fs::write(staging.path().join(".complete"), b"")
         .map_err(SandboxError::io("mark layer complete"))?;
-    let staged = staging.keep();
-    if dir.exists() {
-        // Another process finished first, or an incomplete layer is left over: replace it.
-        fs::remove_dir_all(dir).map_err(SandboxError::io(format!("remove {}", dir.display())))?;
-    }
-    fs::rename(&staged, dir)
-        .map_err(SandboxError::io(format!("move layer to {}", dir.display())))?;
-    Ok(())
+    assets::land_cache_dir(staging, dir)
 }
 
 #[cfg(test)]
