@@ -1136,6 +1136,26 @@ const EXCEPTION_MAP: &[(&str, &str)] = &[
     ("OSError", "ValueError"),
 ];
 
+/// The operators `op_change` may put in place of the binary operator `op`: the others of its
+/// family.
+fn operator_family(op: &str) -> &'static [&'static str] {
+    match op {
+        "+" => &["-"],
+        "-" => &["+"],
+        "*" => &["/", "//", "%"],
+        "/" => &["*", "//", "%"],
+        "//" => &["*", "/", "%"],
+        "%" => &["*", "/", "//"],
+        "&" => &["|", "^"],
+        "|" => &["&", "^"],
+        "^" => &["&", "|"],
+        "<<" => &[">>"],
+        ">>" => &["<<"],
+        "**" => &["*"],
+        _ => &[],
+    }
+}
+
 fn wrong_exception(name: &str) -> Option<&'static str> {
     EXCEPTION_MAP
         .iter()
@@ -1830,22 +1850,7 @@ impl<'t> Analyzer<'t> {
         let ot = self.text(op);
         let strings = self.is_string_literal(left) || self.is_string_literal(right);
         if self.on(OpKind::OpChange) && !strings {
-            let alts: &[&str] = match ot {
-                "+" => &["-"],
-                "-" => &["+"],
-                "*" => &["/", "//", "%"],
-                "/" => &["*", "//", "%"],
-                "//" => &["*", "/", "%"],
-                "%" => &["*", "/", "//"],
-                "&" => &["|", "^"],
-                "|" => &["&", "^"],
-                "^" => &["&", "|"],
-                "<<" => &[">>"],
-                ">>" => &["<<"],
-                "**" => &["*"],
-                _ => &[],
-            };
-            for alt in alts {
+            for alt in operator_family(ot) {
                 self.push(
                     OpKind::OpChange,
                     vec![edit(op.start_byte(), op.end_byte(), *alt)],
@@ -2001,25 +2006,13 @@ impl<'t> Analyzer<'t> {
             return;
         }
         let ot = self.text(op);
-        let alts: &[&str] = match ot {
-            "+=" => &["-="],
-            "-=" => &["+="],
-            "*=" => &["/=", "//=", "%="],
-            "/=" => &["*=", "//=", "%="],
-            "//=" => &["*=", "/=", "%="],
-            "%=" => &["*=", "/=", "//="],
-            "&=" => &["|=", "^="],
-            "|=" => &["&=", "^="],
-            "^=" => &["&=", "|="],
-            "<<=" => &[">>="],
-            ">>=" => &["<<="],
-            "**=" => &["*="],
-            _ => &[],
-        };
-        for alt in alts {
+        // `+=` changes like `+`, keeping the assignment.
+        let base = ot.strip_suffix('=').unwrap_or("");
+        for alt in operator_family(base) {
+            let alt = format!("{alt}=");
             self.push(
                 OpKind::OpChange,
-                vec![edit(op.start_byte(), op.end_byte(), *alt)],
+                vec![edit(op.start_byte(), op.end_byte(), alt.as_str())],
                 node,
                 format!("`{ot}` -> `{alt}`"),
             );
