@@ -89,8 +89,12 @@ fn sample_repos_yield_tasks_only_the_oracle_resolves() {
 #[test]
 fn the_same_seed_makes_the_same_tasks() {
     let repo = common::sample("tinyparse");
+    // Generous timeouts: a validation run that hits its time limit under load (other tests
+    // share the cores) is rejected, and that is the one input of generation that is not the
+    // seed.
     let config = SynthConfig {
         seed: 5,
+        timeout_factor: 30.0,
         ..SynthConfig::default()
     };
     let (first, _) = synthesize(&repo, config.clone(), 4);
@@ -106,6 +110,7 @@ fn the_same_seed_makes_the_same_tasks() {
         &repo,
         SynthConfig {
             seed: 6,
+            timeout_factor: 30.0,
             ..SynthConfig::default()
         },
         4,
