@@ -55,6 +55,15 @@ fn from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.call_method1("loads", (text,))
 }
 
+/// A JSON value from any JSON-serialisable Python object.
+pub(crate) fn from_py_json(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<serde_json::Value> {
+    let text = to_json(py, value)?;
+    serde_json::from_str(&text).map_err(|e| error_class(py, "FrognanoError", e.to_string()))
+}
+
 pub(crate) fn to_py<'py, T: serde::Serialize>(
     py: Python<'py>,
     value: &T,
@@ -429,13 +438,19 @@ impl Policy for PyPolicy {
                                 .filter(|v| !v.is_none())
                                 .map(|v| v.extract())
                                 .transpose()?,
+                            loss_mask: dict
+                                .get_item("loss_mask")?
+                                .filter(|v| !v.is_none())
+                                .map(|v| v.extract())
+                                .transpose()?,
+                            decision: dict
+                                .get_item("decision")?
+                                .filter(|v| !v.is_none())
+                                .map(|v| from_py_json(py, &v))
+                                .transpose()?,
                         }
                     }
-                    _ => PolicyOutput {
-                        action: action_from_py(py, &item)?,
-                        logprobs: Vec::new(),
-                        token_ids: None,
-                    },
+                    _ => PolicyOutput::action(action_from_py(py, &item)?),
                 };
                 out.push(output);
             }

@@ -12,7 +12,10 @@ use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod eval;
+// Learning-curve charts; the training command that calls it comes later.
+mod plot;
 mod synth;
+mod train;
 
 /// Exit status when the command itself failed (bad arguments, setup errors).
 const EXIT_ERROR: u8 = 2;
@@ -44,6 +47,10 @@ enum Commands {
     /// Make validated bug-fix tasks from a repository whose tests pass: mutations found with
     /// a real parser, each checked against the repository's own tests in the sandbox.
     Synth(synth::SynthArgs),
+    /// Train the bundled repair policy with RL (the main job): tasks synthesized online at the
+    /// frontier of learnability (or a static / easy-to-hard curriculum), groups of rollouts,
+    /// group advantages, a learning-curve plot and a held-out evaluation.
+    Train(train::TrainArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -118,6 +125,9 @@ enum BenchCommand {
     /// Validated tasks per minute, with impact-selected tests and with the whole suite per
     /// candidate (same seed, same run), against the 100/min target and SWE-smith's pace.
     Synth(synth::BenchSynthArgs),
+    /// Frontier synthesis vs a static curriculum (and easy-to-hard): same policy
+    /// initialisation and rollout budget, several seeds, completion on one held-out set.
+    Curriculum(train::BenchCurriculumArgs),
 }
 
 #[derive(Args, Debug)]
@@ -145,6 +155,8 @@ fn main() -> ExitCode {
         Commands::Bench(BenchCommand::Env(args)) => eval::bench_env(&args),
         Commands::Synth(args) => synth::synth(&args),
         Commands::Bench(BenchCommand::Synth(args)) => synth::bench_synth(&args),
+        Commands::Train(args) => train::train(&args),
+        Commands::Bench(BenchCommand::Curriculum(args)) => train::bench_curriculum(&args),
     };
     match result {
         Ok(code) => code,

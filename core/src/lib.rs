@@ -12,6 +12,7 @@
 mod error;
 mod report;
 mod task;
+mod training;
 mod traits;
 
 pub use error::{Error, Result};
@@ -20,4 +21,5 @@ pub use task::{
     Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource,
     StepResult, Task, ToolCall, Turn,
 };
+pub use training::{LearnStats, Learner, LearningPolicy, StepSample, TrainingBatch, Trajectory};
 pub use traits::{Environment, IterationMetrics, Policy, TaskSynthesizer, Trainer};

@@ -340,6 +340,27 @@ pub struct PolicyOutput {
     /// Generated token ids, for token-in/token-out learners.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
+    /// Which of `token_ids` the learner trains on (true: a model token; false: a token the
+    /// policy inserted, such as a tool result spliced into its own completion). Absent: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_mask: Option<Vec<bool>>,
+    /// Policy-specific data a learner needs to recompute this choice's probability (for the
+    /// repair policy: the candidates' features and the index chosen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<serde_json::Value>,
+}
+
+impl PolicyOutput {
+    /// An output with an action and nothing for a learner (a scripted or fixed choice).
+    pub fn action(action: Action) -> Self {
+        PolicyOutput {
+            action,
+            logprobs: Vec::new(),
+            token_ids: None,
+            loss_mask: None,
+            decision: None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,18 @@ pub trait TaskSynthesizer: Send {
     fn propose(&mut self, n: usize) -> Result<Vec<Task>>;
     /// Tells the synthesizer how attempts went, so it can adapt difficulty.
     fn feedback(&mut self, outcomes: &[EpisodeOutcome]) -> Result<()>;
+    /// What the synthesizer measured since the last call (for a trainer's metrics).
+    fn metrics(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+    /// The adaptive state, for checkpoints (`null` when there is none).
+    fn state(&self) -> Result<serde_json::Value> {
+        Ok(serde_json::Value::Null)
+    }
+    /// Restores a state written by [`TaskSynthesizer::state`].
+    fn load_state(&mut self, _state: &serde_json::Value) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What chooses actions. Batched: one call decides the next action of many episodes.

@@ -176,6 +176,12 @@ pub struct StepRecord {
     /// The policy's generated token ids (filled in by rollouts of token-level policies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
+    /// Which token ids a learner trains on (absent: all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_mask: Option<Vec<bool>>,
+    /// Policy-specific data to recompute the choice (see [`PolicyOutput::decision`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<serde_json::Value>,
 }
 
 /// Everything about one episode: a training trajectory and an evaluation record.
@@ -455,6 +461,8 @@ impl RepoEnv {
             tests,
             logprobs: Vec::new(),
             token_ids: None,
+            loss_mask: None,
+            decision: None,
         });
         ep.history.push(Turn {
             action: action.clone(),
@@ -474,6 +482,8 @@ impl RepoEnv {
         if let Some(step) = self.episode.as_mut().and_then(|e| e.steps.last_mut()) {
             step.logprobs = output.logprobs.clone();
             step.token_ids = output.token_ids.clone();
+            step.loss_mask = output.loss_mask.clone();
+            step.decision = output.decision.clone();
         }
     }
 

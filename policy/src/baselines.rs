@@ -6,8 +6,10 @@ use frognano_env::{ToolRequest, parse_action, repo};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// The baseline policy a spec names: `oracle` (for `tasks`), `noop`, or `random[:SEED]` (seed
-/// 0 when absent). Used by the CLI and the bindings alike.
+/// The baseline policy a spec names: `oracle` (for `tasks`), `noop`, `random[:SEED]` (seed
+/// 0 when absent), or `repair[:CHECKPOINT]` (the learnable [`crate::RepairPolicy`], untrained
+/// or restored from a checkpoint written by the trainer; greedy, as for evaluation). Used by the
+/// CLI and the bindings alike.
 pub fn baseline(spec: &str, tasks: &[Task]) -> Result<Box<dyn frognano_core::Policy>> {
     let (name, arg) = match spec.split_once(':') {
         Some((name, arg)) => (name, Some(arg)),
@@ -28,9 +30,28 @@ pub fn baseline(spec: &str, tasks: &[Task]) -> Result<Box<dyn frognano_core::Pol
             };
             Ok(Box::new(RandomPolicy::new(seed, 0.02)))
         }
+        ("repair", checkpoint) => {
+            let mut policy = crate::RepairPolicy::new(crate::RepairConfig {
+                greedy: true,
+                ..crate::RepairConfig::default()
+            })?;
+            if let Some(path) = checkpoint {
+                let text = std::fs::read_to_string(path).map_err(|e| Error::Path {
+                    path: path.into(),
+                    message: format!("cannot read the policy checkpoint: {e}"),
+                })?;
+                let state: serde_json::Value = serde_json::from_str(&text)?;
+                // A trainer checkpoint holds the policy under "policy"; a bare state is accepted.
+                let state = state.get("policy").unwrap_or(&state);
+                frognano_core::Learner::load_state(&mut policy, state)?;
+            }
+            Ok(Box::new(policy))
+        }
         _ => Err(Error::invalid(
             "policy",
-            format!("unknown policy {spec:?}: use oracle, noop or random[:SEED]"),
+            format!(
+                "unknown policy {spec:?}: use oracle, noop, random[:SEED] or repair[:CHECKPOINT]"
+            ),
         )),
     }
 }
@@ -48,7 +69,9 @@ impl frognano_core::Policy for NoopPolicy {
                     text: "submit".into(),
                 },
                 logprobs: vec![0.0],
-                token_ids: None,
+                ..PolicyOutput::action(Action::Text {
+                    text: String::new(),
+                })
             })
             .collect())
     }
@@ -300,7 +323,9 @@ impl frognano_core::Policy for OraclePolicy {
             out.push(PolicyOutput {
                 action,
                 logprobs: vec![0.0],
-                token_ids: None,
+                ..PolicyOutput::action(Action::Text {
+                    text: String::new(),
+                })
             });
         }
         Ok(out)
@@ -508,9 +533,8 @@ impl frognano_core::Policy for RandomPolicy {
         Ok(contexts
             .iter()
             .map(|c| PolicyOutput {
-                action: self.action(c),
                 logprobs: vec![-(14f32.ln())],
-                token_ids: None,
+                ..PolicyOutput::action(self.action(c))
             })
             .collect())
     }

@@ -7,5 +7,7 @@
 //! random, often malformed or hostile, actions for fuzzing the protocol and the sandbox.
 
 mod baselines;
+mod repair;
 
 pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, baseline, edits_between};
+pub use repair::{RepairConfig, RepairPolicy, feature_names, repair_operators};

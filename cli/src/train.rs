@@ -1,0 +1,597 @@
+//! `frognano train` (the main job) and `frognano bench curriculum`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use comfy_table::Table;
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use frognano_core::IterationMetrics;
+use frognano_sandbox::Sandbox;
+use frognano_train::{
+    CurriculumKind, Estimator, MethodResult, RunObserver, TaskPools, TrainConfig, TrainProgress,
+    TrainReport, mean_std, prepare_pools, synthesize_pool,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::plot::{Chart, Series, write_png};
+use crate::{ImageArgs, open_sandbox};
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// TOML configuration (every field optional; see the README). Without it: the bundled
+    /// repair policy on the sample repositories with the frontier synthesizer.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Output directory (metrics.jsonl, checkpoint.json, curves.png, eval.jsonl). An existing
+    /// checkpoint there is resumed.
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+    /// Curriculum: frontier, static or easy_to_hard (overrides the config).
+    #[arg(long)]
+    curriculum: Option<String>,
+    /// Training iterations (overrides the config).
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// Seed (overrides the config).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Advantage estimator: grpo, dr_grpo or rloo (overrides the config).
+    #[arg(long)]
+    estimator: Option<String>,
+    #[command(flatten)]
+    image: ImageArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchCurriculumArgs {
+    /// TOML configuration shared by every run (the curriculum and seed fields are set per run).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Seeds (one training run per method and seed).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    seeds: Vec<u64>,
+    /// Methods to compare.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "frontier,static,easy_to_hard"
+    )]
+    methods: Vec<String>,
+    /// Training iterations per run (overrides the config).
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// Output directory (results.json, curves.png, one directory per run).
+    #[arg(long, short, default_value = "runs/bench-curriculum")]
+    out: PathBuf,
+    #[command(flatten)]
+    image: ImageArgs,
+}
+
+/// The job's configuration: the file (or defaults on the bundled repositories) plus flags.
+fn config_of(
+    file: Option<&Path>,
+    curriculum: Option<&str>,
+    iterations: Option<usize>,
+    seed: Option<u64>,
+) -> anyhow::Result<TrainConfig> {
+    let mut config = match file {
+        Some(path) => TrainConfig::from_file(path)?,
+        None => TrainConfig::default(),
+    };
+    if config.repos.is_empty() {
+        config.repos = ["textkit", "tinyparse", "ordstructs"]
+            .iter()
+            .map(|r| {
+                crate::bundled(
+                    &format!("examples/repos/{r}"),
+                    "set `repos` in a config file (--config)",
+                )
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(c) = curriculum {
+        config.curriculum = CurriculumKind::parse(c)?;
+    }
+    if let Some(i) = iterations {
+        config.iterations = i;
+    }
+    if let Some(s) = seed {
+        config.seed = s;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// Progress bars for a training job: a spinner for stages, a bar per iteration.
+struct Bars {
+    stage: ProgressBar,
+    bar: Option<ProgressBar>,
+    iterations: usize,
+    label: String,
+    plain: bool,
+}
+
+impl Bars {
+    fn new(iterations: usize, label: &str) -> Self {
+        let stage = ProgressBar::new_spinner();
+        stage.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        stage.enable_steady_tick(std::time::Duration::from_millis(120));
+        let plain = stage.is_hidden();
+        Bars {
+            stage,
+            bar: None,
+            iterations,
+            label: label.to_string(),
+            plain,
+        }
+    }
+
+    fn bar(&mut self, total: usize, message: String) -> &ProgressBar {
+        self.bar.get_or_insert_with(|| {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>22} [{bar:30}] {pos}/{len} episodes {msg} [{elapsed}]",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_message(message);
+            bar
+        })
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        self.stage.finish_and_clear();
+    }
+}
+
+impl RunObserver for Bars {
+    fn stage(&mut self, name: &str) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        if self.plain {
+            eprintln!("  {}{name}", self.label);
+        } else {
+            self.stage.println(format!("  {}{name}", self.label));
+        }
+        self.stage.set_message(format!("{}{name}", self.label));
+    }
+
+    fn episode(&mut self, p: TrainProgress) {
+        let iterations = self.iterations;
+        let label = self.label.clone();
+        let bar = self.bar(p.episodes_total, String::new());
+        bar.set_prefix(format!("{label}iteration {}/{iterations}", p.iteration + 1));
+        bar.set_length(p.episodes_total as u64);
+        bar.set_position(p.episodes_done as u64);
+        bar.set_message(format!("resolved {}", p.resolved));
+    }
+
+    fn iteration(&mut self, m: &IterationMetrics) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        let line = iteration_line(m);
+        if self.plain {
+            eprintln!("  {}{line}", self.label);
+        } else {
+            self.stage.println(format!("  {}{line}", self.label));
+        }
+    }
+
+    fn eval_episode(&mut self, done: usize, total: usize) {
+        let label = self.label.clone();
+        let bar = self.bar(total, String::new());
+        bar.set_prefix(format!("{label}held-out eval"));
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        if done == total
+            && let Some(bar) = self.bar.take()
+        {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn num(m: &IterationMetrics, key: &str) -> f64 {
+    m.extra.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0)
+}
+
+fn iteration_line(m: &IterationMetrics) -> String {
+    let mean_bugs = m
+        .extra
+        .get("difficulty")
+        .and_then(|d| d.get("mean_bugs"))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    format!(
+        "iteration {:>2}: resolved {:>5.1}% of {} rollouts, zero-variance groups {:>3.0}%, \
+         learnability {:.3}, mean bugs {:.2}, {:.2} rollouts/s, synthesis wait {:.1} s",
+        m.iteration + 1,
+        100.0 * m.resolved_rate,
+        m.rollouts,
+        100.0 * num(m, "zero_variance_fraction"),
+        num(m, "mean_learnability"),
+        mean_bugs,
+        num(m, "rollouts_per_s"),
+        num(m, "synthesis_wait_s"),
+    )
+}
+
+fn curves(report: &TrainReport) -> Vec<Chart> {
+    let points = |f: &dyn Fn(&IterationMetrics) -> f64| -> Vec<(f64, f64)> {
+        report
+            .history
+            .iter()
+            .map(|m| ((m.iteration + 1) as f64, f(m)))
+            .collect()
+    };
+    let mut resolved = vec![Series {
+        label: "training rollouts resolved".into(),
+        points: points(&|m| m.resolved_rate),
+    }];
+    let last = report.history.len() as f64;
+    if let Some(initial) = &report.initial {
+        resolved.push(Series {
+            label: "held-out, untrained".into(),
+            points: vec![(0.0, initial.resolved_rate)],
+        });
+    }
+    resolved.push(Series {
+        label: "held-out, trained".into(),
+        points: vec![(last, report.trained.resolved_rate)],
+    });
+    resolved.push(Series {
+        label: "zero-variance groups".into(),
+        points: points(&|m| num(m, "zero_variance_fraction")),
+    });
+    let difficulty = |key: &'static str| {
+        move |m: &IterationMetrics| {
+            m.extra
+                .get("difficulty")
+                .and_then(|d| d.get(key))
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0)
+        }
+    };
+    vec![
+        Chart {
+            title: format!("Learning curve ({} curriculum)", report.curriculum.as_str()),
+            x_label: "iteration".into(),
+            y_label: "rate".into(),
+            series: resolved,
+            y_range: Some((0.0, 1.0)),
+        },
+        Chart {
+            title: "Difficulty chosen".into(),
+            x_label: "iteration".into(),
+            y_label: "mean per task".into(),
+            series: vec![
+                Series {
+                    label: "bugs per task".into(),
+                    points: points(&difficulty("mean_bugs")),
+                },
+                Series {
+                    label: "difficulty score / 10".into(),
+                    points: points(&|m| difficulty("mean_difficulty")(m) / 10.0),
+                },
+                Series {
+                    label: "mean learnability p(1-p)".into(),
+                    points: points(&|m| num(m, "mean_learnability")),
+                },
+            ],
+            y_range: None,
+        },
+    ]
+}
+
+fn summary_table(report: &TrainReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec!["metric", "value"]);
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    let mut rows = vec![
+        ("curriculum", report.curriculum.as_str().to_string()),
+        ("iterations", report.history.len().to_string()),
+        ("training rollouts", report.rollouts.to_string()),
+        (
+            "training resolved (first -> last iteration)",
+            format!(
+                "{} -> {}",
+                report
+                    .history
+                    .first()
+                    .map_or("-".into(), |m| pct(m.resolved_rate)),
+                report
+                    .history
+                    .last()
+                    .map_or("-".into(), |m| pct(m.resolved_rate)),
+            ),
+        ),
+    ];
+    if let Some(initial) = &report.initial {
+        rows.push((
+            "held-out resolved, untrained",
+            format!(
+                "{} ({} of {})",
+                pct(initial.resolved_rate),
+                initial.resolved,
+                initial.episodes
+            ),
+        ));
+    }
+    rows.push((
+        "held-out resolved, trained",
+        format!(
+            "{} ({} of {})",
+            pct(report.trained.resolved_rate),
+            report.trained.resolved,
+            report.trained.episodes
+        ),
+    ));
+    rows.push((
+        "held-out error recovery, trained",
+        format!(
+            "{} of {} episodes that met a failure ({})",
+            report.trained.recovered,
+            report.trained.met_failure,
+            pct(report.trained.recovery_rate)
+        ),
+    ));
+    rows.push((
+        "synthesis wait",
+        format!("{:.1} s", report.synthesis_wait_s),
+    ));
+    rows.push(("wall", format!("{:.0} s", report.wall_s)));
+    for (k, v) in rows {
+        table.add_row(vec![k.to_string(), v]);
+    }
+    table
+}
+
+fn sandbox(image: &ImageArgs) -> anyhow::Result<Arc<Sandbox>> {
+    Ok(Arc::new(open_sandbox(image.options()?, false)?))
+}
+
+/// `frognano train`.
+pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
+    let mut config = config_of(
+        args.config.as_deref(),
+        args.curriculum.as_deref(),
+        args.iterations,
+        args.seed,
+    )?;
+    if let Some(e) = &args.estimator {
+        config.trainer.estimator = Estimator::parse(e)?;
+    }
+    let out = args
+        .out
+        .clone()
+        .or_else(|| config.out.clone())
+        .unwrap_or_else(|| PathBuf::from("runs/train"));
+    config.out = Some(out.clone());
+    std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
+    println!(
+        "training the repair policy: {} curriculum, {} iterations x {} tasks x {} rollouts, \
+         {} repositories, {} held-out tasks -> {}",
+        config.curriculum.as_str(),
+        config.iterations,
+        config.trainer.tasks_per_iteration,
+        config.trainer.group_size,
+        config.repos.len(),
+        config.held_out,
+        out.display()
+    );
+    let sandbox = sandbox(&args.image)?;
+    let mut bars = Bars::new(config.iterations, "");
+    let pools = prepare_pools(&sandbox, &config, &mut bars)?;
+    let report = frognano_train::run(&sandbox, &config, &pools, &mut bars, None)?;
+    bars.finish();
+    let plot = out.join("curves.png");
+    write_png(&plot, &curves(&report))?;
+    let report_path = out.join("report.json");
+    std::fs::write(&report_path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("write {}", report_path.display()))?;
+    println!("{}", summary_table(&report));
+    println!(
+        "metrics: {}\ncheckpoint: {} (evaluate it: frognano eval --tasks {} --policy repair:{})\nplot: {}",
+        out.join("metrics.jsonl").display(),
+        out.join("checkpoint.json").display(),
+        out.join("held_out.jsonl").display(),
+        out.join("checkpoint.json").display(),
+        plot.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `frognano bench curriculum`: the same policy initialisation and rollout budget, trained with
+/// each curriculum over several seeds, measured on one held-out set.
+pub fn bench_curriculum(args: &BenchCurriculumArgs) -> anyhow::Result<ExitCode> {
+    let methods: Vec<CurriculumKind> = args
+        .methods
+        .iter()
+        .map(|m| CurriculumKind::parse(m))
+        .collect::<Result<_, _>>()?;
+    if methods.is_empty() || args.seeds.is_empty() {
+        bail!("name at least one method and one seed");
+    }
+    let base = config_of(args.config.as_deref(), None, args.iterations, None)?;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
+    let started = Instant::now();
+    let sandbox = sandbox(&args.image)?;
+    println!(
+        "curriculum benchmark: {} x {} seeds, {} iterations x {} tasks x {} rollouts each, \
+         {} held-out tasks",
+        methods
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join(" / "),
+        args.seeds.len(),
+        base.iterations,
+        base.trainer.tasks_per_iteration,
+        base.trainer.group_size,
+        base.held_out
+    );
+    // One held-out set for every run, so methods and seeds are compared on the same tasks.
+    let held_out = synthesize_pool(
+        &sandbox,
+        &base,
+        base.held_out,
+        base.seed.wrapping_add(7919),
+        &Default::default(),
+    )?;
+    let exclude = held_out.iter().map(|t| t.id.clone()).collect();
+    let mut by_method: Vec<(CurriculumKind, Vec<TrainReport>)> =
+        methods.iter().map(|m| (*m, Vec::new())).collect();
+    let mut initial = None;
+    for &seed in &args.seeds {
+        // The fixed training set of the baselines, per seed, disjoint from the held-out set.
+        let training = if methods.iter().any(|m| *m != CurriculumKind::Frontier) {
+            synthesize_pool(&sandbox, &base, base.static_tasks, seed, &exclude)?
+        } else {
+            Vec::new()
+        };
+        for (method, reports) in &mut by_method {
+            let config = TrainConfig {
+                curriculum: *method,
+                seed,
+                out: Some(args.out.join(format!("{}-seed{seed}", method.as_str()))),
+                // The untrained policy is the same for every run: evaluated once.
+                evaluate_initial: initial.is_none(),
+                ..base.clone()
+            };
+            if let Some(dir) = &config.out {
+                // Fresh runs: a checkpoint left from an earlier benchmark is not resumed.
+                let _ = std::fs::remove_file(dir.join("checkpoint.json"));
+                let _ = std::fs::remove_file(dir.join("metrics.jsonl"));
+            }
+            let pools = TaskPools {
+                held_out: held_out.clone(),
+                training: training.clone(),
+            };
+            let label = format!("[{} seed {seed}] ", method.as_str());
+            let mut bars = Bars::new(config.iterations, &label);
+            let report = frognano_train::run(&sandbox, &config, &pools, &mut bars, None)?;
+            bars.finish();
+            if initial.is_none() {
+                initial = report.initial.clone();
+            }
+            println!(
+                "{label}held-out resolved {:.1}% ({} of {}), {} rollouts, synthesis wait {:.1} s, {:.0} s",
+                100.0 * report.trained.resolved_rate,
+                report.trained.resolved,
+                report.trained.episodes,
+                report.rollouts,
+                report.synthesis_wait_s,
+                report.wall_s
+            );
+            reports.push(report);
+        }
+    }
+    let results: Vec<MethodResult> = by_method
+        .into_iter()
+        .map(|(m, r)| MethodResult::of(m, r))
+        .collect();
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "curriculum",
+        "held-out resolved (mean ± sd)",
+        "per seed",
+        "vs static",
+        "zero-variance groups",
+        "synthesis wait",
+    ]);
+    let static_mean = results
+        .iter()
+        .find(|r| r.curriculum == CurriculumKind::Static)
+        .map(|r| r.mean);
+    for r in &results {
+        let vs = match static_mean {
+            Some(s) if s > 0.0 => format!("{:+.1}%", 100.0 * (r.mean - s) / s),
+            _ => "-".into(),
+        };
+        table.add_row(vec![
+            r.curriculum.as_str().to_string(),
+            format!("{:.1}% ± {:.1}", 100.0 * r.mean, 100.0 * r.std),
+            r.held_out_resolved
+                .iter()
+                .map(|v| format!("{:.1}", 100.0 * v))
+                .collect::<Vec<_>>()
+                .join(", "),
+            vs,
+            format!("{:.0}%", 100.0 * r.zero_variance_fraction),
+            format!("{:.1} s", mean_std(&r.synthesis_wait_s).0),
+        ]);
+    }
+    println!("{table}");
+    if let Some(i) = &initial {
+        println!(
+            "untrained policy on the same {} held-out tasks: {:.1}% ({} of {})",
+            held_out.len(),
+            100.0 * i.resolved_rate,
+            i.resolved,
+            i.episodes
+        );
+    }
+    if let (Some(f), Some(s)) = (
+        results
+            .iter()
+            .find(|r| r.curriculum == CurriculumKind::Frontier),
+        static_mean,
+    ) {
+        let rel = if s > 0.0 { (f.mean - s) / s } else { f64::NAN };
+        println!(
+            "frontier vs static: {:+.1}% relative held-out completion (target >= +24.7%): {}",
+            100.0 * rel,
+            if rel >= 0.247 { "met" } else { "not met" }
+        );
+    }
+    let charts = vec![Chart {
+        title: "Training resolved rate per iteration (mean over seeds)".into(),
+        x_label: "iteration".into(),
+        y_label: "resolved".into(),
+        series: results
+            .iter()
+            .map(|r| Series {
+                label: r.curriculum.as_str().into(),
+                points: r
+                    .mean_curve
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| ((i + 1) as f64, *v))
+                    .collect(),
+            })
+            .collect(),
+        y_range: Some((0.0, 1.0)),
+    }];
+    let plot = args.out.join("curves.png");
+    write_png(&plot, &charts)?;
+    let path = args.out.join("results.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&serde_json::json!({
+            "seeds": args.seeds,
+            "held_out_tasks": held_out.len(),
+            "initial": initial,
+            "methods": results,
+            "wall_s": started.elapsed().as_secs_f64(),
+        }))?,
+    )
+    .with_context(|| format!("write {}", path.display()))?;
+    println!("results: {}\nplot: {}", path.display(), plot.display());
+    Ok(ExitCode::SUCCESS)
+}

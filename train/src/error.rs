@@ -1,0 +1,67 @@
+use frognano_env::EnvError;
+use frognano_synth::SynthError;
+
+/// Errors of training: invalid configurations, checkpoints that cannot be used, and failures of
+/// the layers below (environments, synthesis, the policy).
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// An invalid option or configuration file.
+    #[error("invalid training configuration: {0}")]
+    Config(String),
+    /// A checkpoint that cannot be written or read back.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The checkpoint file.
+        path: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// No tasks could be proposed (every family ran dry, or an empty task set).
+    #[error("no tasks to train on: {0}")]
+    NoTasks(String),
+    /// The environment layer failed.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// Task synthesis failed.
+    #[error(transparent)]
+    Synth(#[from] SynthError),
+    /// A component (policy, learner, synthesizer) failed.
+    #[error(transparent)]
+    Core(#[from] frognano_core::Error),
+    /// Reading or writing metrics, plots or task files failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Training was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl TrainError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TrainError {
+        let context = context.into();
+        move |source| TrainError::Io { context, source }
+    }
+}
+
+impl From<TrainError> for frognano_core::Error {
+    fn from(err: TrainError) -> Self {
+        match err {
+            TrainError::Core(e) => e,
+            TrainError::Config(message) => {
+                frognano_core::Error::invalid("training configuration", message)
+            }
+            other => frognano_core::Error::Component {
+                component: "trainer",
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// `Result` with [`TrainError`].
+pub type Result<T, E = TrainError> = std::result::Result<T, E>;

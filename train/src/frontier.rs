@@ -1,0 +1,782 @@
+//! [`FrontierSynthesizer`]: online task synthesis at the frontier of learnability.
+//!
+//! Tasks are grouped into families (operator x bug count x hint level, pooled over the
+//! repositories). Each family keeps a Beta posterior of the current policy's success rate,
+//! decayed every feedback round so it follows a moving policy. Families are chosen by Thompson
+//! sampling on a learnability score that peaks at the target success rate (`p(1-p)` for the
+//! default 0.5), with epsilon exploration and a starvation guard, and tasks whose groups were
+//! all solved or all failed are retired. A background thread synthesizes and validates new
+//! tasks for the families most worth buffering while rollouts run, so in steady state a
+//! proposal never waits (the time it did wait is reported).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use frognano_core::{EpisodeOutcome, Task, TaskSynthesizer};
+use frognano_synth::{SynthRequest, Synthesizer};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Beta, Distribution};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::curriculum::FamilyKey;
+use crate::{Result, TrainError};
+
+/// Settings of a [`FrontierSynthesizer`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FrontierConfig {
+    /// Operators that make families (empty: every operator some repository has sites for).
+    pub operators: Vec<String>,
+    /// Bug counts that make families.
+    pub bug_counts: Vec<usize>,
+    /// Hint levels that make families.
+    pub hint_levels: Vec<u8>,
+    /// Success rate the choice aims at (the learnability score peaks there).
+    pub target_success: f64,
+    /// Posterior decay per feedback round (1: never forget; lower: follow the policy faster).
+    pub decay: f64,
+    /// Probability of choosing a uniformly random family for a slot.
+    pub exploration: f64,
+    /// A family with tasks that was not chosen for this many proposals is chosen next.
+    pub max_idle: u64,
+    /// Tasks kept ready per promising family.
+    pub buffer: usize,
+    /// How many of the most promising families are kept buffered.
+    pub buffered_families: usize,
+    /// Attempts (groups) after which a task is retired even with mixed results.
+    pub max_uses: usize,
+    /// Seed of the sampling.
+    pub seed: u64,
+    /// Longest a proposal waits for synthesis before returning what it has.
+    pub max_wait_s: f64,
+}
+
+impl Default for FrontierConfig {
+    fn default() -> Self {
+        FrontierConfig {
+            operators: Vec::new(),
+            bug_counts: vec![1, 2],
+            hint_levels: vec![2],
+            target_success: 0.5,
+            decay: 0.8,
+            exploration: 0.1,
+            max_idle: 12,
+            buffer: 2,
+            buffered_families: 4,
+            max_uses: 4,
+            seed: 0,
+            max_wait_s: 600.0,
+        }
+    }
+}
+
+impl FrontierConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(TrainError::Config(format!("frontier: {m}")));
+        if self.bug_counts.is_empty() || self.bug_counts.iter().any(|b| *b == 0 || *b > 8) {
+            return bad("bug_counts must be non-empty, each within 1..=8");
+        }
+        if self.hint_levels.is_empty() || self.hint_levels.iter().any(|h| *h > 3) {
+            return bad("hint_levels must be non-empty, each within 0..=3");
+        }
+        if !(self.target_success > 0.0 && self.target_success < 1.0) {
+            return bad("target_success must lie strictly between 0 and 1");
+        }
+        if !(self.decay > 0.0 && self.decay <= 1.0) {
+            return bad("decay must lie in (0, 1]");
+        }
+        if !(0.0..=1.0).contains(&self.exploration) {
+            return bad("exploration must lie in [0, 1]");
+        }
+        if self.buffer == 0 || self.max_uses == 0 {
+            return bad("buffer and max_uses must be positive");
+        }
+        if !(self.max_wait_s.is_finite() && self.max_wait_s > 0.0) {
+            return bad("max_wait_s must be a positive number of seconds");
+        }
+        Ok(())
+    }
+}
+
+/// The learnability score of success rate `p` for a target `target`: `p^a (1-p)^b` with the
+/// mode at the target (`a = 2 target`, `b = 2 (1 - target)`), scaled to 1 at the mode. For the
+/// default target 0.5 it is `4 p (1 - p)`: the reward variance of a 0/1 group.
+pub fn learnability(p: f64, target: f64) -> f64 {
+    let p = p.clamp(0.0, 1.0);
+    let (a, b) = (2.0 * target, 2.0 * (1.0 - target));
+    let peak = target.powf(a) * (1.0 - target).powf(b);
+    if peak <= 0.0 {
+        return 0.0;
+    }
+    p.powf(a) * (1.0 - p).powf(b) / peak
+}
+
+/// What the frontier believes about one family.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyState {
+    /// The family.
+    pub key: FamilyKey,
+    /// Beta posterior successes + 1.
+    pub alpha: f64,
+    /// Beta posterior failures + 1.
+    pub beta: f64,
+    /// Groups attempted.
+    pub groups: u64,
+    /// Times chosen for a slot.
+    pub chosen: u64,
+    /// Proposal number when last chosen.
+    pub last_chosen: u64,
+    /// Synthesis found no task for it in any repository.
+    pub barren: bool,
+}
+
+impl FamilyState {
+    /// Posterior mean success rate.
+    pub fn mean(&self) -> f64 {
+        self.alpha / (self.alpha + self.beta)
+    }
+}
+
+#[derive(Debug)]
+struct ActiveTask {
+    family: usize,
+    task: Task,
+    uses: usize,
+    last_used: u64,
+}
+
+/// State shared with the synthesis thread.
+#[derive(Debug, Default)]
+struct Shared {
+    buffers: Vec<VecDeque<Task>>,
+    /// Tasks wanted in each family's buffer.
+    targets: Vec<usize>,
+    /// Order in which the worker serves deficits (higher first).
+    priority: Vec<f64>,
+    /// Per family, per repository: synthesis came back empty.
+    dry: Vec<Vec<bool>>,
+    next_repo: Vec<usize>,
+    in_flight: Option<usize>,
+    generated: u64,
+    synth_s: f64,
+    errors: Vec<String>,
+    stop: bool,
+    /// Task ids never to hand out (a held-out set), and every id handed out already.
+    seen: BTreeSet<String>,
+}
+
+/// Online, learnability-calibrated task synthesis. See the module documentation.
+pub struct FrontierSynthesizer {
+    config: FrontierConfig,
+    families: Vec<FamilyState>,
+    shared: Arc<(Mutex<Shared>, Condvar)>,
+    cancel: Arc<AtomicBool>,
+    worker: Option<JoinHandle<()>>,
+    active: HashMap<String, ActiveTask>,
+    calls: u64,
+    // Since the last `metrics` call:
+    wait_s: f64,
+    chosen: Vec<usize>,
+    retired: u64,
+    retired_total: u64,
+}
+
+impl std::fmt::Debug for FrontierSynthesizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrontierSynthesizer")
+            .field("families", &self.families.len())
+            .field("active", &self.active.len())
+            .field("calls", &self.calls)
+            .finish()
+    }
+}
+
+fn lock(shared: &(Mutex<Shared>, Condvar)) -> MutexGuard<'_, Shared> {
+    // A panic in the worker cannot leave the state half-written in a way that matters here.
+    shared.0.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FrontierSynthesizer {
+    /// A frontier over one synthesizer per repository; `exclude` holds task ids never to
+    /// propose (a held-out evaluation set). Starts the synthesis thread.
+    pub fn new(
+        synthesizers: Vec<Synthesizer>,
+        config: FrontierConfig,
+        exclude: BTreeSet<String>,
+    ) -> Result<Self> {
+        config.validate()?;
+        if synthesizers.is_empty() {
+            return Err(TrainError::Config(
+                "the frontier needs at least one repository".into(),
+            ));
+        }
+        let sites: Vec<BTreeMap<String, usize>> = synthesizers
+            .iter()
+            .map(|s| s.sites_per_operator())
+            .collect();
+        let known: BTreeSet<String> = frognano_synth::operators()
+            .iter()
+            .map(|o| o.name.to_string())
+            .collect();
+        let operators: Vec<String> = if config.operators.is_empty() {
+            let mut ops: BTreeSet<String> = BTreeSet::new();
+            for s in &sites {
+                ops.extend(s.iter().filter(|(_, n)| **n > 0).map(|(o, _)| o.clone()));
+            }
+            ops.into_iter().collect()
+        } else {
+            if let Some(bad) = config.operators.iter().find(|o| !known.contains(*o)) {
+                return Err(TrainError::Config(format!(
+                    "frontier: unknown operator {bad:?}"
+                )));
+            }
+            config.operators.clone()
+        };
+        let mut families = Vec::new();
+        let mut dry = Vec::new();
+        for op in &operators {
+            for &bugs in &config.bug_counts {
+                for &hint in &config.hint_levels {
+                    // A repository can serve the family if it has enough sites.
+                    let repo_dry: Vec<bool> = sites
+                        .iter()
+                        .map(|s| s.get(op).copied().unwrap_or(0) < bugs)
+                        .collect();
+                    let barren = repo_dry.iter().all(|d| *d);
+                    families.push(FamilyState {
+                        key: FamilyKey {
+                            operator: op.clone(),
+                            bugs,
+                            hint,
+                        },
+                        alpha: 1.0,
+                        beta: 1.0,
+                        groups: 0,
+                        chosen: 0,
+                        last_chosen: 0,
+                        barren,
+                    });
+                    dry.push(repo_dry);
+                }
+            }
+        }
+        if families.iter().all(|f| f.barren) {
+            return Err(TrainError::NoTasks(
+                "no repository has mutation sites for the frontier's operators".into(),
+            ));
+        }
+        let n = families.len();
+        let shared = Arc::new((
+            Mutex::new(Shared {
+                buffers: vec![VecDeque::new(); n],
+                targets: vec![1; n],
+                priority: vec![1.0; n],
+                dry,
+                next_repo: vec![0; n],
+                seen: exclude,
+                ..Shared::default()
+            }),
+            Condvar::new(),
+        ));
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut synthesizers = synthesizers;
+        for s in &mut synthesizers {
+            s.set_cancel_flag(cancel.clone());
+        }
+        let keys: Vec<FamilyKey> = families.iter().map(|f| f.key.clone()).collect();
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("frontier-synthesis".into())
+                .spawn(move || synthesis_loop(synthesizers, keys, shared))
+                .map_err(TrainError::io("start the synthesis thread"))?
+        };
+        let mut frontier = FrontierSynthesizer {
+            config,
+            families,
+            shared,
+            cancel,
+            worker: Some(worker),
+            active: HashMap::new(),
+            calls: 0,
+            wait_s: 0.0,
+            chosen: Vec::new(),
+            retired: 0,
+            retired_total: 0,
+        };
+        frontier.set_targets();
+        Ok(frontier)
+    }
+
+    /// The families and what is believed about them.
+    pub fn families(&self) -> &[FamilyState] {
+        &self.families
+    }
+
+    /// Seconds proposals have waited for synthesis since the last [`TaskSynthesizer::metrics`].
+    pub fn wait_s(&self) -> f64 {
+        self.wait_s
+    }
+
+    fn score(&self, p: f64) -> f64 {
+        learnability(p, self.config.target_success)
+    }
+
+    /// Buffer targets and worker priorities from the posterior means: the most promising
+    /// families keep `buffer` tasks ready, the others none.
+    fn set_targets(&mut self) {
+        let mut order: Vec<usize> = (0..self.families.len())
+            .filter(|&f| !self.families[f].barren)
+            .collect();
+        // Ranked by a Thompson draw, like the choice itself: uncertain families get their
+        // turn at being buffered, and ties do not favour any order.
+        let mut rng = StdRng::seed_from_u64(
+            self.config.seed ^ 0x5EED_B0FF ^ self.calls.wrapping_mul(0xD1B5_4A32_D192_ED03),
+        );
+        let scores: Vec<f64> = self
+            .families
+            .iter()
+            .map(|f| {
+                let p = Beta::new(f.alpha, f.beta)
+                    .map(|d| d.sample(&mut rng))
+                    .unwrap_or_else(|_| f.mean());
+                self.score(p)
+            })
+            .collect();
+        order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+        let mut shared = lock(&self.shared);
+        for (rank, &f) in order.iter().enumerate() {
+            // Only the most promising families are kept buffered: synthesis shares the cores
+            // with rollouts, so it makes what the next proposals are likely to take.
+            shared.targets[f] = if rank < self.config.buffered_families {
+                self.config.buffer
+            } else {
+                0
+            };
+            shared.priority[f] = scores[f];
+        }
+        for f in 0..self.families.len() {
+            if self.families[f].barren {
+                shared.targets[f] = 0;
+            }
+        }
+        self.shared.1.notify_all();
+    }
+
+    /// Families with a task to hand out now (active and unused in this call, or buffered).
+    fn available(&self, shared: &Shared, used: &BTreeSet<String>) -> Vec<usize> {
+        let mut has = vec![false; self.families.len()];
+        for (id, a) in &self.active {
+            if !used.contains(id) {
+                has[a.family] = true;
+            }
+        }
+        for (f, b) in shared.buffers.iter().enumerate() {
+            if !b.is_empty() {
+                has[f] = true;
+            }
+        }
+        (0..self.families.len())
+            .filter(|&f| has[f] && !self.families[f].barren)
+            .collect()
+    }
+
+    fn pick_family(&mut self, available: &[usize], rng: &mut StdRng) -> usize {
+        // Starvation guard: the family idle longest beyond `max_idle`.
+        let starving = available
+            .iter()
+            .copied()
+            .filter(|&f| {
+                self.calls.saturating_sub(self.families[f].last_chosen) > self.config.max_idle
+            })
+            .max_by_key(|&f| {
+                (
+                    self.calls - self.families[f].last_chosen,
+                    std::cmp::Reverse(f),
+                )
+            });
+        if let Some(f) = starving {
+            return f;
+        }
+        if rng.random::<f64>() < self.config.exploration {
+            return available[rng.random_range(0..available.len())];
+        }
+        let mut best = available[0];
+        let mut best_score = f64::NEG_INFINITY;
+        for &f in available {
+            let fam = &self.families[f];
+            let p = Beta::new(fam.alpha, fam.beta)
+                .map(|d| d.sample(rng))
+                .unwrap_or_else(|_| fam.mean());
+            let s = self.score(p);
+            if s > best_score {
+                best_score = s;
+                best = f;
+            }
+        }
+        best
+    }
+
+    /// A task of family `f`: an active one not used in this call (least recently used first),
+    /// else a fresh one from the buffer.
+    fn take_task(
+        &mut self,
+        f: usize,
+        shared: &mut Shared,
+        used: &BTreeSet<String>,
+    ) -> Option<Task> {
+        let reuse = self
+            .active
+            .iter()
+            .filter(|(id, a)| a.family == f && !used.contains(*id))
+            .min_by_key(|(id, a)| (a.last_used, (*id).clone()))
+            .map(|(id, _)| id.clone());
+        if let Some(id) = reuse
+            && let Some(a) = self.active.get_mut(&id)
+        {
+            a.uses += 1;
+            a.last_used = self.calls;
+            return Some(a.task.clone());
+        }
+        let task = shared.buffers[f].pop_front()?;
+        self.active.insert(
+            task.id.clone(),
+            ActiveTask {
+                family: f,
+                task: task.clone(),
+                uses: 1,
+                last_used: self.calls,
+            },
+        );
+        Some(task)
+    }
+}
+
+impl TaskSynthesizer for FrontierSynthesizer {
+    fn propose(&mut self, n: usize) -> frognano_core::Result<Vec<Task>> {
+        self.calls += 1;
+        let mut rng = StdRng::seed_from_u64(
+            self.config.seed ^ self.calls.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let mut out: Vec<Task> = Vec::new();
+        let mut used: BTreeSet<String> = BTreeSet::new();
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs_f64(self.config.max_wait_s);
+        let shared_pair = self.shared.clone();
+        let mut shared = lock(&shared_pair);
+        while out.len() < n {
+            let available = self.available(&shared, &used);
+            if available.is_empty() {
+                let exhausted = (0..self.families.len()).all(|f| {
+                    self.families[f].barren
+                        || (shared.dry[f].iter().all(|d| *d) && shared.buffers[f].is_empty())
+                });
+                if exhausted || shared.stop || Instant::now() >= deadline {
+                    break;
+                }
+                // Ask for more and wait for the worker.
+                for f in 0..self.families.len() {
+                    if !self.families[f].barren && shared.targets[f] == 0 {
+                        shared.targets[f] = 1;
+                    }
+                }
+                shared_pair.1.notify_all();
+                let timeout = deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(500));
+                shared = shared_pair
+                    .1
+                    .wait_timeout(shared, timeout)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+                continue;
+            }
+            let f = self.pick_family(&available, &mut rng);
+            if let Some(task) = self.take_task(f, &mut shared, &used) {
+                self.families[f].chosen += 1;
+                self.families[f].last_chosen = self.calls;
+                self.chosen.push(f);
+                used.insert(task.id.clone());
+                out.push(task);
+            }
+        }
+        // Families synthesis found dry everywhere, with nothing left to hand out, are barren.
+        for f in 0..self.families.len() {
+            if shared.dry[f].iter().all(|d| *d)
+                && shared.buffers[f].is_empty()
+                && !self.active.values().any(|a| a.family == f)
+            {
+                self.families[f].barren = true;
+            }
+        }
+        let errors = std::mem::take(&mut shared.errors);
+        drop(shared);
+        self.wait_s += started.elapsed().as_secs_f64();
+        self.set_targets();
+        if out.is_empty() {
+            let detail = if errors.is_empty() {
+                "every family ran out of tasks".to_string()
+            } else {
+                errors.join("; ")
+            };
+            return Err(TrainError::NoTasks(detail).into());
+        }
+        Ok(out)
+    }
+
+    fn feedback(&mut self, outcomes: &[EpisodeOutcome]) -> frognano_core::Result<()> {
+        let decay = self.config.decay;
+        for fam in &mut self.families {
+            fam.alpha = 1.0 + decay * (fam.alpha - 1.0);
+            fam.beta = 1.0 + decay * (fam.beta - 1.0);
+        }
+        let mut groups: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for o in outcomes {
+            let g = groups.entry(o.task_id.as_str()).or_default();
+            g.0 += usize::from(o.resolved);
+            g.1 += 1;
+        }
+        for (id, (solved, n)) in groups {
+            let Some(active) = self.active.get(id) else {
+                continue;
+            };
+            let fam = &mut self.families[active.family];
+            fam.alpha += solved as f64;
+            fam.beta += (n - solved) as f64;
+            fam.groups += 1;
+            // No signal left in this task for the current policy, or used enough: retire.
+            if solved == 0 || solved == n || active.uses >= self.config.max_uses {
+                self.active.remove(id);
+                self.retired += 1;
+                self.retired_total += 1;
+            }
+        }
+        self.set_targets();
+        Ok(())
+    }
+
+    fn metrics(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        let shared = lock(&self.shared);
+        let mut m = serde_json::Map::new();
+        m.insert("synthesis_wait_s".into(), json!(self.wait_s));
+        m.insert("families".into(), json!(self.families.len()));
+        m.insert(
+            "families_barren".into(),
+            json!(self.families.iter().filter(|f| f.barren).count()),
+        );
+        m.insert(
+            "buffered".into(),
+            json!(shared.buffers.iter().map(VecDeque::len).sum::<usize>()),
+        );
+        m.insert("active_tasks".into(), json!(self.active.len()));
+        m.insert("generated_total".into(), json!(shared.generated));
+        m.insert("synthesis_s_total".into(), json!(shared.synth_s));
+        m.insert("retired".into(), json!(self.retired));
+        m.insert("retired_total".into(), json!(self.retired_total));
+        let chosen_scores: Vec<f64> = self
+            .chosen
+            .iter()
+            .map(|&f| self.score(self.families[f].mean()))
+            .collect();
+        m.insert(
+            "mean_chosen_learnability".into(),
+            json!(if chosen_scores.is_empty() {
+                0.0
+            } else {
+                chosen_scores.iter().sum::<f64>() / chosen_scores.len() as f64
+            }),
+        );
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for &f in &self.chosen {
+            *counts.entry(self.families[f].key.label()).or_default() += 1;
+        }
+        m.insert("chosen_families".into(), json!(counts));
+        let mut ranked: Vec<&FamilyState> = self.families.iter().filter(|f| f.groups > 0).collect();
+        ranked.sort_by(|a, b| {
+            learnability(b.mean(), self.config.target_success)
+                .total_cmp(&learnability(a.mean(), self.config.target_success))
+        });
+        m.insert(
+            "top_families".into(),
+            json!(
+                ranked
+                    .iter()
+                    .take(5)
+                    .map(|f| json!({"family": f.key.label(), "p": f.mean(), "groups": f.groups}))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        drop(shared);
+        self.wait_s = 0.0;
+        self.chosen.clear();
+        self.retired = 0;
+        m
+    }
+
+    fn state(&self) -> frognano_core::Result<serde_json::Value> {
+        Ok(json!({
+            "kind": "frontier",
+            "calls": self.calls,
+            "families": self.families,
+        }))
+    }
+
+    fn load_state(&mut self, state: &serde_json::Value) -> frognano_core::Result<()> {
+        let saved: Vec<FamilyState> = serde_json::from_value(state["families"].clone())
+            .map_err(|e| frognano_core::Error::invalid("frontier state", e.to_string()))?;
+        let by_key: HashMap<&FamilyKey, &FamilyState> = saved.iter().map(|f| (&f.key, f)).collect();
+        for fam in &mut self.families {
+            if let Some(s) = by_key.get(&fam.key) {
+                fam.alpha = s.alpha;
+                fam.beta = s.beta;
+                fam.groups = s.groups;
+                fam.chosen = s.chosen;
+                fam.last_chosen = s.last_chosen;
+                fam.barren = fam.barren || s.barren;
+            }
+        }
+        self.calls = state["calls"].as_u64().unwrap_or(0);
+        self.set_targets();
+        Ok(())
+    }
+}
+
+impl Drop for FrontierSynthesizer {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        lock(&self.shared).stop = true;
+        self.shared.1.notify_all();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// The synthesis thread: serves the family with the largest buffer deficit (highest priority
+/// first), one task at a time, round-robin over the repositories that can serve it.
+fn synthesis_loop(
+    mut synthesizers: Vec<Synthesizer>,
+    keys: Vec<FamilyKey>,
+    shared: Arc<(Mutex<Shared>, Condvar)>,
+) {
+    loop {
+        let (family, repo) = {
+            let mut guard = lock(&shared);
+            loop {
+                if guard.stop {
+                    return;
+                }
+                let next = (0..keys.len())
+                    .filter(|&f| {
+                        guard.buffers[f].len() < guard.targets[f]
+                            && guard.dry[f].iter().any(|d| !*d)
+                    })
+                    .max_by(|&a, &b| {
+                        let deficit = |f: usize| guard.targets[f] - guard.buffers[f].len();
+                        guard.priority[a]
+                            .total_cmp(&guard.priority[b])
+                            .then(deficit(a).cmp(&deficit(b)))
+                            .then(b.cmp(&a))
+                    });
+                if let Some(f) = next {
+                    let repos = guard.dry[f].len();
+                    let start = guard.next_repo[f];
+                    let repo = (0..repos)
+                        .map(|i| (start + i) % repos)
+                        .find(|&r| !guard.dry[f][r]);
+                    if let Some(r) = repo {
+                        guard.next_repo[f] = (r + 1) % repos;
+                        guard.in_flight = Some(f);
+                        break (f, r);
+                    }
+                }
+                guard = shared.1.wait(guard).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let key = &keys[family];
+        let request = SynthRequest {
+            count: 1,
+            operators: vec![key.operator.clone()],
+            min_bugs: key.bugs,
+            max_bugs: key.bugs,
+            hint_levels: vec![key.hint],
+        };
+        let started = Instant::now();
+        let result = synthesizers[repo].generate_request(&request, &|_| {});
+        let mut guard = lock(&shared);
+        guard.in_flight = None;
+        guard.synth_s += started.elapsed().as_secs_f64();
+        match result {
+            Ok(tasks) => {
+                let fresh: Vec<Task> = tasks
+                    .into_iter()
+                    .filter(|t| !guard.seen.contains(&t.id))
+                    .collect();
+                if fresh.is_empty() {
+                    guard.dry[family][repo] = true;
+                }
+                for t in fresh {
+                    guard.seen.insert(t.id.clone());
+                    guard.generated += 1;
+                    guard.buffers[family].push_back(t);
+                }
+            }
+            Err(frognano_synth::SynthError::Cancelled) => return,
+            Err(e) => {
+                guard.dry[family][repo] = true;
+                guard.errors.push(format!("{}: {e}", key.label()));
+            }
+        }
+        shared.1.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learnability_peaks_at_the_target() {
+        assert!((learnability(0.5, 0.5) - 1.0).abs() < 1e-12);
+        assert!((learnability(0.25, 0.5) - 0.75).abs() < 1e-12);
+        assert_eq!(learnability(0.0, 0.5), 0.0);
+        assert_eq!(learnability(1.0, 0.5), 0.0);
+        let t = 0.3;
+        let best = (1..100)
+            .map(|i| i as f64 / 100.0)
+            .max_by(|a, b| learnability(*a, t).total_cmp(&learnability(*b, t)))
+            .unwrap_or(0.0);
+        assert!((best - t).abs() < 0.011, "{best}");
+    }
+
+    #[test]
+    fn configs_are_checked() {
+        assert!(FrontierConfig::default().validate().is_ok());
+        for bad in [
+            FrontierConfig {
+                target_success: 1.0,
+                ..FrontierConfig::default()
+            },
+            FrontierConfig {
+                bug_counts: vec![],
+                ..FrontierConfig::default()
+            },
+            FrontierConfig {
+                decay: 0.0,
+                ..FrontierConfig::default()
+            },
+            FrontierConfig {
+                hint_levels: vec![4],
+                ..FrontierConfig::default()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Reinforcement learning for FrogNano agents.
+//!
+//! This crate closes the loop between the environments, task synthesis and a policy:
+//! [`GrpoTrainer`] proposes tasks, runs a group of rollouts per task through an
+//! [`frognano_env::EnvPool`], turns rewards into group advantages (GRPO, Dr. GRPO or RLOO),
+//! drops groups without signal, hands the batch to the policy's learner and feeds outcomes back
+//! to the task source. The task source is any [`frognano_core::TaskSynthesizer`]: the
+//! [`FrontierSynthesizer`] synthesizes tasks online for the families the current policy can just
+//! barely solve, and [`StaticCurriculum`] and [`EasyToHard`] are the baselines it is measured
+//! against. [`run`] is the whole job behind `frognano train` and `frognano bench curriculum`:
+//! task pools, training, and evaluation on a held-out set.
+
+mod advantage;
+mod curriculum;
+mod error;
+mod frontier;
+mod run;
+mod trainer;
+
+pub use advantage::{Estimator, group_advantages, has_zero_variance};
+pub use curriculum::{EasyToHard, FamilyKey, StaticCurriculum, difficulty_mix, difficulty_score};
+pub use error::{Result, TrainError};
+pub use frontier::{FamilyState, FrontierConfig, FrontierSynthesizer, learnability};
+pub use run::*;
+pub use trainer::{GrpoTrainer, TrainProgress, TrainerConfig};

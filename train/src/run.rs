@@ -1,0 +1,570 @@
+//! The whole training job: task pools (a held-out evaluation set and, for the baselines, a fixed
+//! training set), the curriculum, the trainer loop with checkpoints, and the held-out evaluation
+//! before and after. Behind `frognano train` and `frognano bench curriculum`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use frognano_core::{IterationMetrics, Learner, Task, TaskSynthesizer, Trainer};
+use frognano_env::{EpisodeRecord, EvalSummary};
+use frognano_policy::{RepairConfig, RepairPolicy};
+use frognano_sandbox::Sandbox;
+use frognano_synth::{SynthConfig, Synthesizer};
+use serde::{Deserialize, Serialize};
+
+use crate::curriculum::{EasyToHard, StaticCurriculum};
+use crate::frontier::{FrontierConfig, FrontierSynthesizer};
+use crate::trainer::{GrpoTrainer, TrainProgress, TrainerConfig};
+use crate::{Result, TrainError};
+
+/// Where training tasks come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CurriculumKind {
+    /// Online synthesis at the frontier of learnability.
+    #[default]
+    Frontier,
+    /// A fixed pre-synthesized set, sampled uniformly.
+    Static,
+    /// The same kind of fixed set, opened from easy to hard.
+    EasyToHard,
+}
+
+impl CurriculumKind {
+    /// Parses `frontier`, `static` or `easy_to_hard` (`easy-to-hard`).
+    pub fn parse(text: &str) -> Result<Self> {
+        match text.replace('-', "_").as_str() {
+            "frontier" => Ok(CurriculumKind::Frontier),
+            "static" => Ok(CurriculumKind::Static),
+            "easy_to_hard" => Ok(CurriculumKind::EasyToHard),
+            other => Err(TrainError::Config(format!(
+                "unknown curriculum {other:?}: use frontier, static or easy_to_hard"
+            ))),
+        }
+    }
+
+    /// The name used in configs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CurriculumKind::Frontier => "frontier",
+            CurriculumKind::Static => "static",
+            CurriculumKind::EasyToHard => "easy_to_hard",
+        }
+    }
+}
+
+/// A training job (`frognano train --config FILE`, TOML). Every field has a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Repositories (directories or bundles) to synthesize tasks from; relative paths resolve
+    /// against the config file's directory.
+    pub repos: Vec<PathBuf>,
+    /// Where training tasks come from.
+    pub curriculum: CurriculumKind,
+    /// Training iterations.
+    pub iterations: usize,
+    /// Seed of synthesis, sampling and the policy.
+    pub seed: u64,
+    /// Size of the held-out evaluation set (never trained on).
+    pub held_out: usize,
+    /// Size of the fixed training set of the static and easy-to-hard curricula.
+    pub static_tasks: usize,
+    /// Tasks carry 1 to `max_bugs` bugs (the frontier's bug-count families).
+    pub max_bugs: usize,
+    /// Hint levels of the statements (the frontier's hint families).
+    pub hint_levels: Vec<u8>,
+    /// Mutation operators (empty: all).
+    pub operators: Vec<String>,
+    /// First fraction of the easy-to-hard schedule.
+    pub easy_start_fraction: f64,
+    /// Evaluate the untrained policy on the held-out set too.
+    pub evaluate_initial: bool,
+    /// Output directory (metrics, checkpoint, tasks, plot).
+    pub out: Option<PathBuf>,
+    /// Validation workers of the background synthesis (it shares the cores with rollouts).
+    pub synth_workers: usize,
+    /// The trainer.
+    pub trainer: TrainerConfig,
+    /// The repair policy.
+    pub policy: RepairConfig,
+    /// The frontier (its operators, bug counts and hint levels come from the fields above).
+    pub frontier: FrontierConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            repos: Vec::new(),
+            curriculum: CurriculumKind::Frontier,
+            iterations: 6,
+            seed: 0,
+            held_out: 24,
+            static_tasks: 48,
+            max_bugs: 2,
+            hint_levels: vec![2],
+            operators: Vec::new(),
+            easy_start_fraction: 0.3,
+            evaluate_initial: true,
+            out: None,
+            synth_workers: 1,
+            trainer: TrainerConfig {
+                tasks_per_iteration: 6,
+                ..TrainerConfig::default()
+            },
+            policy: RepairConfig::default(),
+            frontier: FrontierConfig::default(),
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Reads a TOML file; relative repository paths resolve against its directory.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(TrainError::io(format!("read {}", path.display())))?;
+        let mut config: TrainConfig = toml::from_str(&text)
+            .map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for repo in &mut config.repos {
+            if repo.is_relative() {
+                *repo = base.join(&*repo);
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.iterations == 0 {
+            return Err(TrainError::Config("iterations must be positive".into()));
+        }
+        if self.max_bugs == 0 || self.max_bugs > 8 {
+            return Err(TrainError::Config("max_bugs must lie within 1..=8".into()));
+        }
+        if self.curriculum != CurriculumKind::Frontier && self.static_tasks == 0 {
+            return Err(TrainError::Config(
+                "static_tasks must be positive for the static and easy-to-hard curricula".into(),
+            ));
+        }
+        self.trainer.validate()?;
+        self.policy.validate()?;
+        self.frontier().validate()?;
+        Ok(())
+    }
+
+    /// The frontier's settings with the task space of this job.
+    pub fn frontier(&self) -> FrontierConfig {
+        FrontierConfig {
+            operators: self.operators.clone(),
+            bug_counts: (1..=self.max_bugs).collect(),
+            hint_levels: self.hint_levels.clone(),
+            seed: self.seed,
+            ..self.frontier.clone()
+        }
+    }
+
+    fn synth_config(&self, seed: u64, workers: usize) -> SynthConfig {
+        SynthConfig {
+            seed,
+            operators: self.operators.clone(),
+            max_bugs: self.max_bugs,
+            hint_levels: self.hint_levels.clone(),
+            workers,
+            ..SynthConfig::default()
+        }
+    }
+}
+
+/// What the job reports along the way.
+pub trait RunObserver {
+    /// A stage starts (`"synthesize held-out tasks"`, `"train"`, ...).
+    fn stage(&mut self, _name: &str) {}
+    /// An episode of the current iteration finished.
+    fn episode(&mut self, _progress: TrainProgress) {}
+    /// An iteration finished.
+    fn iteration(&mut self, _metrics: &IterationMetrics) {}
+    /// An evaluation episode finished (`done` of `total`).
+    fn eval_episode(&mut self, _done: usize, _total: usize) {}
+}
+
+/// An observer that reports nothing.
+#[derive(Debug, Default)]
+pub struct Quiet;
+
+impl RunObserver for Quiet {}
+
+/// The held-out set and (for the baselines) the fixed training set.
+#[derive(Debug, Clone, Default)]
+pub struct TaskPools {
+    /// Evaluation tasks, never trained on.
+    pub held_out: Vec<Task>,
+    /// The fixed training set of the static and easy-to-hard curricula (empty for the frontier).
+    pub training: Vec<Task>,
+}
+
+/// Synthesizes `count` tasks spread over the repositories with `seed`, none of `exclude`.
+pub fn synthesize_pool(
+    sandbox: &Arc<Sandbox>,
+    config: &TrainConfig,
+    count: usize,
+    seed: u64,
+    exclude: &BTreeSet<String>,
+) -> Result<Vec<Task>> {
+    if config.repos.is_empty() {
+        return Err(TrainError::Config(
+            "no repositories to synthesize tasks from".into(),
+        ));
+    }
+    let mut tasks = Vec::new();
+    let repos = config.repos.len();
+    for (i, repo) in config.repos.iter().enumerate() {
+        let share = count / repos + usize::from(i < count % repos);
+        if share == 0 {
+            continue;
+        }
+        let mut synth = Synthesizer::new(sandbox.clone(), repo, config.synth_config(seed, 0))?;
+        let made = synth.generate(share + exclude.len().min(share), &|_| {})?;
+        tasks.extend(
+            made.into_iter()
+                .filter(|t| !exclude.contains(&t.id))
+                .take(share),
+        );
+    }
+    Ok(tasks)
+}
+
+/// Held-out tasks (seed `seed + 7919`) and, unless the curriculum is the frontier, a training
+/// set of `static_tasks` (seed `seed`), disjoint from them.
+pub fn prepare_pools(
+    sandbox: &Arc<Sandbox>,
+    config: &TrainConfig,
+    observer: &mut dyn RunObserver,
+) -> Result<TaskPools> {
+    observer.stage("synthesize the held-out tasks");
+    let held_out = synthesize_pool(
+        sandbox,
+        config,
+        config.held_out,
+        config.seed.wrapping_add(7919),
+        &BTreeSet::new(),
+    )?;
+    let training = if config.curriculum == CurriculumKind::Frontier {
+        Vec::new()
+    } else {
+        observer.stage("synthesize the fixed training set");
+        let exclude = held_out.iter().map(|t| t.id.clone()).collect();
+        synthesize_pool(sandbox, config, config.static_tasks, config.seed, &exclude)?
+    };
+    Ok(TaskPools { held_out, training })
+}
+
+/// The outcome of one training job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainReport {
+    /// The curriculum trained with.
+    pub curriculum: CurriculumKind,
+    /// Seed of the job.
+    pub seed: u64,
+    /// Metrics of every iteration.
+    pub history: Vec<IterationMetrics>,
+    /// The untrained policy on the held-out set (when evaluated).
+    pub initial: Option<EvalSummary>,
+    /// The trained policy on the held-out set.
+    pub trained: EvalSummary,
+    /// Held-out tasks.
+    pub held_out_tasks: usize,
+    /// Rollouts spent on training.
+    pub rollouts: usize,
+    /// Seconds proposals waited for synthesis, in all.
+    pub synthesis_wait_s: f64,
+    /// The trained policy's state.
+    pub policy: serde_json::Value,
+    /// Seconds the job took.
+    pub wall_s: f64,
+}
+
+/// The task source a job's curriculum names.
+pub fn make_curriculum(
+    sandbox: &Arc<Sandbox>,
+    config: &TrainConfig,
+    pools: &TaskPools,
+) -> Result<Box<dyn TaskSynthesizer>> {
+    Ok(match config.curriculum {
+        CurriculumKind::Static => {
+            Box::new(StaticCurriculum::new(pools.training.clone(), config.seed)?)
+        }
+        CurriculumKind::EasyToHard => Box::new(EasyToHard::new(
+            pools.training.clone(),
+            config.iterations,
+            config.easy_start_fraction,
+            config.seed,
+        )?),
+        CurriculumKind::Frontier => {
+            let synthesizers = config
+                .repos
+                .iter()
+                .map(|repo| {
+                    Synthesizer::new(
+                        sandbox.clone(),
+                        repo,
+                        config
+                            .synth_config(config.seed.wrapping_add(104_729), config.synth_workers),
+                    )
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let exclude = pools.held_out.iter().map(|t| t.id.clone()).collect();
+            Box::new(FrontierSynthesizer::new(
+                synthesizers,
+                config.frontier(),
+                exclude,
+            )?)
+        }
+    })
+}
+
+/// The repair policy with `state`, greedy (as evaluated).
+pub fn greedy_policy(
+    config: &RepairConfig,
+    state: Option<&serde_json::Value>,
+) -> Result<RepairPolicy> {
+    let mut policy = RepairPolicy::new(RepairConfig {
+        greedy: true,
+        ..config.clone()
+    })?;
+    if let Some(state) = state {
+        policy.load_state(state)?;
+    }
+    Ok(policy)
+}
+
+/// Trains the repair policy with the job's curriculum on `pools` and evaluates it on the
+/// held-out set. With `config.out`, writes `metrics.jsonl`, `checkpoint.json` (every
+/// iteration; an existing one is resumed), `held_out.jsonl` and `eval.jsonl` there.
+pub fn run(
+    sandbox: &Arc<Sandbox>,
+    config: &TrainConfig,
+    pools: &TaskPools,
+    observer: &mut dyn RunObserver,
+    cancel: Option<Arc<AtomicBool>>,
+) -> Result<TrainReport> {
+    config.validate()?;
+    let started = std::time::Instant::now();
+    if pools.held_out.is_empty() {
+        return Err(TrainError::NoTasks("the held-out set is empty".into()));
+    }
+    if let Some(out) = &config.out {
+        std::fs::create_dir_all(out)
+            .map_err(TrainError::io(format!("create {}", out.display())))?;
+        write_tasks(&out.join("held_out.jsonl"), &pools.held_out)?;
+        if !pools.training.is_empty() {
+            write_tasks(&out.join("training_tasks.jsonl"), &pools.training)?;
+        }
+    }
+    observer.stage("start the curriculum");
+    let curriculum = make_curriculum(sandbox, config, pools)?;
+    let policy = RepairPolicy::new(RepairConfig {
+        seed: config.seed,
+        greedy: false,
+        ..config.policy.clone()
+    })?;
+    let mut trainer = GrpoTrainer::new(
+        sandbox.clone(),
+        Box::new(policy),
+        curriculum,
+        config.trainer.clone(),
+    )?;
+    if let Some(flag) = &cancel {
+        trainer.set_cancel_flag(flag.clone());
+    }
+    let checkpoint = config.out.as_ref().map(|o| o.join("checkpoint.json"));
+    if let Some(out) = &config.out {
+        trainer.set_metrics_file(out.join("metrics.jsonl"));
+        if let Some(cp) = &checkpoint
+            && cp.exists()
+        {
+            observer.stage("resume from the checkpoint");
+            trainer.resume(cp)?;
+        }
+    }
+    let initial = if config.evaluate_initial {
+        observer.stage("evaluate the untrained policy on the held-out tasks");
+        let mut untrained = greedy_policy(&config.policy, None)?;
+        Some(evaluate(
+            &mut trainer,
+            &mut untrained,
+            &pools.held_out,
+            observer,
+            None,
+        )?)
+    } else {
+        None
+    };
+    observer.stage("train");
+    // The progress hook must be 'static: episodes are forwarded through a channel.
+    let (sender, receiver) = std::sync::mpsc::channel::<TrainProgress>();
+    trainer.set_progress(move |p| {
+        let _ = sender.send(p);
+    });
+    while trainer.iteration() < config.iterations {
+        let metrics = std::thread::scope(|scope| {
+            let handle = scope.spawn(|| trainer.iterate());
+            while !handle.is_finished() {
+                if let Ok(p) = receiver.recv_timeout(std::time::Duration::from_millis(100)) {
+                    observer.episode(p);
+                }
+            }
+            while let Ok(p) = receiver.try_recv() {
+                observer.episode(p);
+            }
+            handle.join()
+        })
+        .map_err(|_| TrainError::Config("the training thread panicked".into()))??;
+        if let Some(cp) = &checkpoint {
+            trainer.save_checkpoint(cp)?;
+        }
+        observer.iteration(&metrics);
+    }
+    observer.stage("evaluate the trained policy on the held-out tasks");
+    let state = trainer.policy().state()?;
+    let mut trained_policy = greedy_policy(&config.policy, Some(&state))?;
+    let eval_file = config.out.as_ref().map(|o| o.join("eval.jsonl"));
+    let trained = evaluate(
+        &mut trainer,
+        &mut trained_policy,
+        &pools.held_out,
+        observer,
+        eval_file.as_deref(),
+    )?;
+    let history = trainer.history().to_vec();
+    let synthesis_wait_s = history
+        .iter()
+        .filter_map(|m| m.extra.get("synthesis_wait_s").and_then(|v| v.as_f64()))
+        .sum();
+    let rollouts = history.iter().map(|m| m.rollouts).sum();
+    Ok(TrainReport {
+        curriculum: config.curriculum,
+        seed: config.seed,
+        history,
+        initial,
+        trained,
+        held_out_tasks: pools.held_out.len(),
+        rollouts,
+        synthesis_wait_s,
+        policy: state,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn evaluate(
+    trainer: &mut GrpoTrainer,
+    policy: &mut RepairPolicy,
+    tasks: &[Task],
+    observer: &mut dyn RunObserver,
+    records_file: Option<&Path>,
+) -> Result<EvalSummary> {
+    let total = tasks.len();
+    let mut done = 0;
+    let (summary, records) = trainer.evaluate(policy, tasks, |_| {
+        done += 1;
+        observer.eval_episode(done, total);
+    })?;
+    if let Some(path) = records_file {
+        write_records(path, &records)?;
+    }
+    Ok(summary)
+}
+
+fn write_tasks(path: &Path, tasks: &[Task]) -> Result<()> {
+    let mut text = String::new();
+    for t in tasks {
+        text.push_str(&serde_json::to_string(t).map_err(frognano_core::Error::from)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(TrainError::io(format!("write {}", path.display())))
+}
+
+fn write_records(path: &Path, records: &[EpisodeRecord]) -> Result<()> {
+    let mut text = String::new();
+    for r in records {
+        text.push_str(&serde_json::to_string(r).map_err(frognano_core::Error::from)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(TrainError::io(format!("write {}", path.display())))
+}
+
+/// One method's results over seeds in a curriculum experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MethodResult {
+    /// The curriculum.
+    pub curriculum: CurriculumKind,
+    /// Held-out resolved rate per seed, in seed order.
+    pub held_out_resolved: Vec<f64>,
+    /// Mean over seeds.
+    pub mean: f64,
+    /// Sample standard deviation over seeds.
+    pub std: f64,
+    /// Training resolved rate per iteration, averaged over seeds.
+    pub mean_curve: Vec<f64>,
+    /// Mean zero-variance group fraction over training.
+    pub zero_variance_fraction: f64,
+    /// Seconds proposals waited for synthesis, per seed.
+    pub synthesis_wait_s: Vec<f64>,
+    /// Every job's report.
+    pub reports: Vec<TrainReport>,
+}
+
+/// Mean and sample standard deviation.
+pub fn mean_std(values: &[f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = if values.len() < 2 {
+        0.0
+    } else {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    };
+    (mean, std)
+}
+
+impl MethodResult {
+    /// Summarises the reports of one method.
+    pub fn of(curriculum: CurriculumKind, reports: Vec<TrainReport>) -> Self {
+        let held: Vec<f64> = reports.iter().map(|r| r.trained.resolved_rate).collect();
+        let (mean, std) = mean_std(&held);
+        let iterations = reports.iter().map(|r| r.history.len()).max().unwrap_or(0);
+        let mean_curve = (0..iterations)
+            .map(|i| {
+                let v: Vec<f64> = reports
+                    .iter()
+                    .filter_map(|r| r.history.get(i).map(|m| m.resolved_rate))
+                    .collect();
+                mean_std(&v).0
+            })
+            .collect();
+        let zv: Vec<f64> = reports
+            .iter()
+            .flat_map(|r| &r.history)
+            .filter_map(|m| {
+                m.extra
+                    .get("zero_variance_fraction")
+                    .and_then(|v| v.as_f64())
+            })
+            .collect();
+        MethodResult {
+            curriculum,
+            held_out_resolved: held,
+            mean,
+            std,
+            mean_curve,
+            zero_variance_fraction: mean_std(&zv).0,
+            synthesis_wait_s: reports.iter().map(|r| r.synthesis_wait_s).collect(),
+            reports,
+        }
+    }
+}
