@@ -152,7 +152,7 @@ impl Default for RepairConfig {
             max_candidates: 40,
             temperature: 1.0,
             greedy: false,
-            learning_rate: 0.15,
+            learning_rate: 0.1,
             entropy_bonus: 0.0,
             ratio_cap: 2.0,
         }
@@ -488,9 +488,7 @@ impl Learner for RepairPolicy {
             .collect();
         let n = current.len();
         self.adam = match serde_json::from_value::<Adam>(state["adam"].clone()) {
-            Ok(adam)
-                if adam.m.len() == n && adam.v.len() == n && names.as_slice() == current =>
-            {
+            Ok(adam) if adam.m.len() == n && adam.v.len() == n && names.as_slice() == current => {
                 adam
             }
             _ => Adam {

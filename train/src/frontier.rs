@@ -54,6 +54,10 @@ pub struct FrontierConfig {
     pub seed: u64,
     /// Longest a proposal waits for synthesis before returning what it has.
     pub max_wait_s: f64,
+    /// Pseudo-counts a family borrows from related families (same operator, or same bug count
+    /// and hint level) before its own evidence: empirical-Bayes back-off, so one family's results
+    /// inform its neighbours when there are many families and few rollouts.
+    pub prior_strength: f64,
 }
 
 impl Default for FrontierConfig {
@@ -71,6 +75,7 @@ impl Default for FrontierConfig {
             max_uses: 4,
             seed: 0,
             max_wait_s: 600.0,
+            prior_strength: 2.0,
         }
     }
 }
@@ -96,6 +101,9 @@ impl FrontierConfig {
         }
         if self.buffer == 0 || self.max_uses == 0 {
             return bad("buffer and max_uses must be positive");
+        }
+        if !(self.prior_strength.is_finite() && self.prior_strength >= 0.0) {
+            return bad("prior_strength must be a non-negative number");
         }
         if !(self.max_wait_s.is_finite() && self.max_wait_s > 0.0) {
             return bad("max_wait_s must be a positive number of seconds");
@@ -169,6 +177,10 @@ struct Shared {
     stop: bool,
     /// Task ids never to hand out (a held-out set), and every id handed out already.
     seen: BTreeSet<String>,
+    /// Most tasks kept buffered in all (synthesis pauses at this many).
+    capacity: usize,
+    /// Buffered tasks dropped to make room for wanted families.
+    evicted: u64,
 }
 
 /// Online, learnability-calibrated task synthesis. See the module documentation.
@@ -280,6 +292,7 @@ impl FrontierSynthesizer {
                 dry,
                 next_repo: vec![0; n],
                 seen: exclude,
+                capacity: config.buffer * config.buffered_families.max(1),
                 ..Shared::default()
             }),
             Condvar::new(),
@@ -324,6 +337,31 @@ impl FrontierSynthesizer {
         self.wait_s
     }
 
+    /// The Beta posterior of family `f`: its own (decayed) evidence on top of a prior centred on
+    /// the pooled success rate of its relatives.
+    pub fn posterior(&self, f: usize) -> (f64, f64) {
+        let me = &self.families[f];
+        let (mut successes, mut trials) = (0.0, 0.0);
+        for (i, other) in self.families.iter().enumerate() {
+            let related = other.key.operator == me.key.operator
+                || (other.key.bugs == me.key.bugs && other.key.hint == me.key.hint);
+            if i != f && related {
+                successes += other.alpha - 1.0;
+                trials += other.alpha + other.beta - 2.0;
+            }
+        }
+        let pooled = (1.0 + successes) / (2.0 + trials);
+        let k = self.config.prior_strength;
+        (me.alpha + k * pooled, me.beta + k * (1.0 - pooled))
+    }
+
+    fn sample_p(&self, f: usize, rng: &mut StdRng) -> f64 {
+        let (a, b) = self.posterior(f);
+        Beta::new(a, b)
+            .map(|d| d.sample(rng))
+            .unwrap_or(a / (a + b))
+    }
+
     fn score(&self, p: f64) -> f64 {
         learnability(p, self.config.target_success)
     }
@@ -339,15 +377,8 @@ impl FrontierSynthesizer {
         let mut rng = StdRng::seed_from_u64(
             self.config.seed ^ 0x5EED_B0FF ^ self.calls.wrapping_mul(0xD1B5_4A32_D192_ED03),
         );
-        let scores: Vec<f64> = self
-            .families
-            .iter()
-            .map(|f| {
-                let p = Beta::new(f.alpha, f.beta)
-                    .map(|d| d.sample(&mut rng))
-                    .unwrap_or_else(|_| f.mean());
-                self.score(p)
-            })
+        let scores: Vec<f64> = (0..self.families.len())
+            .map(|f| self.score(self.sample_p(f, &mut rng)))
             .collect();
         order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
         let mut shared = lock(&self.shared);
@@ -410,11 +441,7 @@ impl FrontierSynthesizer {
         let mut best = available[0];
         let mut best_score = f64::NEG_INFINITY;
         for &f in available {
-            let fam = &self.families[f];
-            let p = Beta::new(fam.alpha, fam.beta)
-                .map(|d| d.sample(rng))
-                .unwrap_or_else(|_| fam.mean());
-            let s = self.score(p);
+            let s = self.score(self.sample_p(f, rng));
             if s > best_score {
                 best_score = s;
                 best = f;
@@ -576,13 +603,17 @@ impl TaskSynthesizer for FrontierSynthesizer {
         );
         m.insert("active_tasks".into(), json!(self.active.len()));
         m.insert("generated_total".into(), json!(shared.generated));
+        m.insert("evicted_total".into(), json!(shared.evicted));
         m.insert("synthesis_s_total".into(), json!(shared.synth_s));
         m.insert("retired".into(), json!(self.retired));
         m.insert("retired_total".into(), json!(self.retired_total));
         let chosen_scores: Vec<f64> = self
             .chosen
             .iter()
-            .map(|&f| self.score(self.families[f].mean()))
+            .map(|&f| {
+                let (a, b) = self.posterior(f);
+                self.score(a / (a + b))
+            })
             .collect();
         m.insert(
             "mean_chosen_learnability".into(),
@@ -672,7 +703,25 @@ fn synthesis_loop(
                 if guard.stop {
                     return;
                 }
+                let buffered: usize = guard.buffers.iter().map(VecDeque::len).sum();
+                if buffered >= guard.capacity {
+                    // Full: make room by dropping a task of a family no longer wanted, if a
+                    // wanted family is short of tasks.
+                    let wanted = (0..keys.len()).any(|f| {
+                        guard.buffers[f].len() < guard.targets[f]
+                            && guard.dry[f].iter().any(|d| !*d)
+                    });
+                    let stale = (0..keys.len())
+                        .filter(|&f| guard.targets[f] == 0 && !guard.buffers[f].is_empty())
+                        .min_by(|&a, &b| guard.priority[a].total_cmp(&guard.priority[b]));
+                    if let (true, Some(f)) = (wanted, stale) {
+                        guard.buffers[f].pop_back();
+                        guard.evicted += 1;
+                    }
+                }
+                let buffered: usize = guard.buffers.iter().map(VecDeque::len).sum();
                 let next = (0..keys.len())
+                    .filter(|_| buffered < guard.capacity)
                     .filter(|&f| {
                         guard.buffers[f].len() < guard.targets[f]
                             && guard.dry[f].iter().any(|d| !*d)

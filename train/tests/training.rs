@@ -1,0 +1,257 @@
+//! The trainer, the frontier and the baselines on real synthesized tasks in the real sandbox.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use frognano_core::{
+    EpisodeOutcome, LearnStats, Learner, Policy, PolicyContext, PolicyOutput, Task,
+    TaskSynthesizer, Trainer, TrainingBatch,
+};
+use frognano_env::EnvConfig;
+use frognano_policy::{RepairConfig, RepairPolicy};
+use frognano_sandbox::{Sandbox, SandboxOptions};
+use frognano_synth::{SynthConfig, Synthesizer};
+use frognano_train::{
+    Estimator, FamilyKey, FrontierConfig, FrontierSynthesizer, GrpoTrainer, StaticCurriculum,
+    TrainerConfig,
+};
+
+fn sandbox() -> Arc<Sandbox> {
+    static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
+    SANDBOX
+        .get_or_init(|| {
+            Arc::new(
+                Sandbox::new(SandboxOptions::default(), &|msg| eprintln!("setup: {msg}"))
+                    .expect("sandbox setup"),
+            )
+        })
+        .clone()
+}
+
+fn sample(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/repos")
+        .join(name)
+}
+
+fn tasks(count: usize, seed: u64) -> Vec<Task> {
+    let config = SynthConfig {
+        seed,
+        operators: vec![
+            "flip_operators".into(),
+            "boundary_condition".into(),
+            "op_swap".into(),
+            "remove_assign".into(),
+        ],
+        ..SynthConfig::default()
+    };
+    let mut synth = Synthesizer::new(sandbox(), &sample("textkit"), config).expect("synthesizer");
+    let tasks = synth.generate(count, &|_| {}).expect("generate");
+    assert_eq!(tasks.len(), count);
+    tasks
+}
+
+fn small_config() -> TrainerConfig {
+    TrainerConfig {
+        tasks_per_iteration: 2,
+        group_size: 2,
+        estimator: Estimator::Grpo,
+        drop_zero_variance: true,
+        workers: 2,
+        env: EnvConfig {
+            max_steps: 40,
+            ..EnvConfig::default()
+        },
+    }
+}
+
+/// Records every batch it is given; acts by delegating to a repair policy.
+struct Recording {
+    inner: RepairPolicy,
+    batches: Arc<std::sync::Mutex<Vec<TrainingBatch>>>,
+}
+
+impl Policy for Recording {
+    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
+        self.inner.act(contexts)
+    }
+}
+
+impl Learner for Recording {
+    fn learn(&mut self, batch: &TrainingBatch) -> frognano_core::Result<LearnStats> {
+        self.batches.lock().expect("lock").push(batch.clone());
+        self.inner.learn(batch)
+    }
+    fn state(&self) -> frognano_core::Result<serde_json::Value> {
+        self.inner.state()
+    }
+    fn load_state(&mut self, state: &serde_json::Value) -> frognano_core::Result<()> {
+        self.inner.load_state(state)
+    }
+}
+
+#[test]
+fn an_iteration_rolls_out_groups_scores_them_and_checkpoints() {
+    let set = tasks(4, 21);
+    let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let policy = Recording {
+        inner: RepairPolicy::new(RepairConfig::default()).expect("policy"),
+        batches: batches.clone(),
+    };
+    let curriculum = StaticCurriculum::new(set.clone(), 3).expect("curriculum");
+    let mut trainer = GrpoTrainer::new(
+        sandbox(),
+        Box::new(policy),
+        Box::new(curriculum),
+        small_config(),
+    )
+    .expect("trainer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    trainer.set_metrics_file(dir.path().join("metrics.jsonl"));
+    let metrics = trainer.iterate().expect("iterate");
+    assert_eq!(metrics.iteration, 0);
+    assert_eq!(metrics.rollouts, 4, "2 tasks x 2 rollouts");
+    for key in [
+        "recovery_rate",
+        "zero_variance_fraction",
+        "mean_learnability",
+        "difficulty",
+        "rollouts_per_s",
+        "synthesis_wait_s",
+        "learner",
+    ] {
+        assert!(
+            metrics.extra.contains_key(key),
+            "{key} missing: {metrics:?}"
+        );
+    }
+    let groups = metrics.extra["groups"].as_u64().expect("groups");
+    let flat = metrics.extra["zero_variance_groups"]
+        .as_u64()
+        .expect("flat");
+    assert_eq!(groups, 2);
+    // The batch holds exactly the groups with signal, and each group's advantages sum to 0.
+    let batch = trainer.last_batch().expect("batch").clone();
+    assert_eq!(batch.trajectories.len() as u64, 2 * (groups - flat));
+    for g in 0..(groups - flat) as usize {
+        let sum: f64 = batch
+            .trajectories
+            .iter()
+            .filter(|t| t.group == g)
+            .map(|t| t.advantage)
+            .sum();
+        assert!(sum.abs() < 1e-6, "group {g}: {sum}");
+    }
+    // Every episode's edit choices carry a decision and a log-prob.
+    for t in &batch.trajectories {
+        for s in t.steps.iter().filter(|s| s.decision.is_some()) {
+            assert_eq!(s.logprobs.len(), 1);
+            assert!(s.logprobs[0] <= 0.0);
+        }
+    }
+    let learned = batches.lock().expect("lock").len();
+    assert_eq!(learned, usize::from(!batch.trajectories.is_empty()));
+    let text = std::fs::read_to_string(dir.path().join("metrics.jsonl")).expect("metrics");
+    assert_eq!(text.lines().count(), 1);
+
+    // Checkpoint and resume into a fresh trainer.
+    let checkpoint = dir.path().join("checkpoint.json");
+    trainer.save_checkpoint(&checkpoint).expect("save");
+    let saved_state = trainer.policy().state().expect("state");
+    let mut resumed = GrpoTrainer::new(
+        sandbox(),
+        Box::new(RepairPolicy::new(RepairConfig::default()).expect("policy")),
+        Box::new(StaticCurriculum::new(set, 3).expect("curriculum")),
+        small_config(),
+    )
+    .expect("trainer");
+    resumed.resume(&checkpoint).expect("resume");
+    assert_eq!(resumed.iteration(), 1);
+    assert_eq!(resumed.history().len(), 1);
+    assert_eq!(
+        resumed.policy().state().expect("state")["weights"],
+        saved_state["weights"]
+    );
+    let next = resumed.iterate().expect("iterate");
+    assert_eq!(next.iteration, 1);
+
+    // A file that is not a checkpoint is refused with its path.
+    std::fs::write(dir.path().join("bad.json"), "{\"x\": 1}").expect("write");
+    let err = resumed
+        .resume(&dir.path().join("bad.json"))
+        .expect_err("not a checkpoint");
+    assert!(err.to_string().contains("bad.json"), "{err}");
+}
+
+#[test]
+fn the_frontier_synthesizes_in_the_background_adapts_and_retires() {
+    let held_out = tasks(2, 77);
+    let exclude: BTreeSet<String> = held_out.iter().map(|t| t.id.clone()).collect();
+    let synth = Synthesizer::new(
+        sandbox(),
+        &sample("textkit"),
+        SynthConfig {
+            seed: 5,
+            workers: 1,
+            ..SynthConfig::default()
+        },
+    )
+    .expect("synthesizer");
+    let config = FrontierConfig {
+        operators: vec!["flip_operators".into(), "boundary_condition".into()],
+        bug_counts: vec![1],
+        seed: 9,
+        ..FrontierConfig::default()
+    };
+    let mut frontier =
+        FrontierSynthesizer::new(vec![synth], config, exclude.clone()).expect("frontier");
+    assert_eq!(frontier.families().len(), 2);
+    let proposed = frontier.propose(3).expect("propose");
+    assert_eq!(proposed.len(), 3);
+    let ids: BTreeSet<&String> = proposed.iter().map(|t| &t.id).collect();
+    assert_eq!(ids.len(), 3, "distinct tasks in one proposal");
+    for t in &proposed {
+        assert!(!exclude.contains(&t.id), "held-out task proposed");
+        let family = FamilyKey::of(t).expect("family");
+        assert!(
+            ["flip_operators", "boundary_condition"].contains(&family.operator.as_str()),
+            "{family:?}"
+        );
+        assert_eq!(family.bugs, 1);
+    }
+    // All-failed groups: the posterior of their families drops and the tasks retire.
+    let outcomes: Vec<EpisodeOutcome> = proposed
+        .iter()
+        .flat_map(|t| {
+            (0..4).map(|_| EpisodeOutcome {
+                task_id: t.id.clone(),
+                resolved: false,
+                reward: 0.0,
+                steps: 5,
+                tool_errors: 0,
+                test_runs: 2,
+                met_failure: true,
+                recovered: false,
+                submitted: true,
+                truncated: false,
+            })
+        })
+        .collect();
+    frontier.feedback(&outcomes).expect("feedback");
+    let metrics = frontier.metrics();
+    assert_eq!(metrics["retired"], serde_json::json!(3));
+    assert!(metrics.contains_key("synthesis_wait_s"));
+    for fam in frontier.families().iter().filter(|f| f.groups > 0) {
+        assert!(fam.mean() < 0.5, "{fam:?}");
+    }
+    // Retired tasks are not proposed again; the state round-trips.
+    let next = frontier.propose(2).expect("propose");
+    assert!(next.iter().all(|t| !ids.contains(&t.id)));
+    let state = frontier.state().expect("state");
+    frontier.load_state(&state).expect("load");
+    assert_eq!(
+        frontier.state().expect("state")["families"],
+        state["families"]
+    );
+}
