@@ -27,3 +27,7 @@ synth_dir="$(mktemp -d)"
 "$bin/frognano" synth examples/repos/textkit -n 12 --max-bugs 2 --hint-levels 0,1,2,3 -o "$synth_dir/tasks.jsonl"
 "$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl" | grep -q "12 (100.0%)"
 "$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl" --policy noop | grep -q "0 (0.0%)"
+train_dir="$(mktemp -d)"
+"$bin/frognano" train --config examples/train/smoke.toml -o "$train_dir"
+test -s "$train_dir/curves.png" && test "$(wc -l < "$train_dir/metrics.jsonl")" -eq 2
+"$bin/frognano" eval --tasks "$train_dir/held_out.jsonl" --policy "repair:$train_dir/checkpoint.json" | grep -q "resolved"

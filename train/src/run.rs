@@ -101,7 +101,7 @@ impl Default for TrainConfig {
             curriculum: CurriculumKind::Frontier,
             iterations: 6,
             seed: 0,
-            held_out: 24,
+            held_out: 16,
             static_tasks: 48,
             max_bugs: 2,
             hint_levels: vec![2],
@@ -110,10 +110,7 @@ impl Default for TrainConfig {
             evaluate_initial: true,
             out: None,
             synth_workers: 1,
-            trainer: TrainerConfig {
-                tasks_per_iteration: 6,
-                ..TrainerConfig::default()
-            },
+            trainer: TrainerConfig::default(),
             policy: RepairConfig::default(),
             frontier: FrontierConfig::default(),
         }
@@ -566,5 +563,45 @@ impl MethodResult {
             synthesis_wait_s: reports.iter().map(|r| r.synthesis_wait_s).collect(),
             reports,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_files_parse_resolve_and_reject_mistakes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("train.toml");
+        std::fs::write(
+            &path,
+            "repos = [\"repos/a\", \"/abs/b\"]\ncurriculum = \"easy_to_hard\"\niterations = 3\n\
+             [trainer]\ngroup_size = 8\nestimator = \"rloo\"\n[frontier]\ndecay = 0.5\n",
+        )
+        .expect("write");
+        let config = TrainConfig::from_file(&path).expect("parse");
+        assert_eq!(config.repos[0], dir.path().join("repos/a"));
+        assert_eq!(config.repos[1], PathBuf::from("/abs/b"));
+        assert_eq!(config.curriculum, CurriculumKind::EasyToHard);
+        assert_eq!(config.trainer.group_size, 8);
+        assert_eq!(config.trainer.estimator, crate::Estimator::Rloo);
+        assert_eq!(config.trainer.tasks_per_iteration, 5, "defaults fill the rest");
+        assert_eq!(config.frontier().bug_counts, vec![1, 2]);
+        assert!((config.frontier().decay - 0.5).abs() < 1e-12);
+        for (text, needle) in [
+            ("iteration = 3\n", "unknown field"),
+            ("iterations = 0\n", "iterations"),
+            ("[trainer]\ngroup_size = 1\n", "group_size"),
+            ("curriculum = \"best\"\n", "curriculum"),
+            ("[frontier]\ntarget_success = 1.5\n", "target_success"),
+        ] {
+            std::fs::write(&path, text).expect("write");
+            let err = TrainConfig::from_file(&path).expect_err(text).to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+        assert!(CurriculumKind::parse("easy-to-hard").is_ok());
+        let (mean, std) = mean_std(&[0.2, 0.4]);
+        assert!((mean - 0.3).abs() < 1e-12 && (std - 0.141_421_356).abs() < 1e-6);
     }
 }

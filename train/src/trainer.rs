@@ -41,7 +41,7 @@ pub struct TrainerConfig {
 impl Default for TrainerConfig {
     fn default() -> Self {
         TrainerConfig {
-            tasks_per_iteration: 8,
+            tasks_per_iteration: 5,
             group_size: 4,
             estimator: Estimator::Grpo,
             drop_zero_variance: true,
