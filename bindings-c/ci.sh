@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # CI of the C bindings: builds libfrognano, checks that the committed header is current,
-# compiles the C examples (run_tests.c, agent_env.c, synth_tasks.c) against the header with warnings
-# as errors, and runs them natively, under valgrind (memcheck) and with AddressSanitizer
-# (+ LeakSanitizer); synth_tasks.c under memcheck only on its error path (see the valgrind
-# section).
+# compiles the C examples (run_tests.c, agent_env.c, synth_tasks.c, train_policy.c) against the
+# header with warnings as errors, and runs them natively, under valgrind (memcheck) and with
+# AddressSanitizer (+ LeakSanitizer); synth_tasks.c under memcheck only on its error path and
+# train_policy.c without its training run (see the valgrind section).
 #
 # Run from the repository root:  bash bindings-c/ci.sh
 #
@@ -85,10 +85,11 @@ cflags=(-Wall -Wextra -Werror -std=c11 -g -I bindings-c/include)
 libs=(-L"$lib_dir" -lfrognano)
 export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-step "gcc: examples/c/{run_tests,agent_env,synth_tasks}.c against libfrognano.so"
+step "gcc: examples/c/{run_tests,agent_env,synth_tasks,train_policy}.c against libfrognano.so"
 gcc "${cflags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests"
 gcc "${cflags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env"
 gcc "${cflags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks"
+gcc "${cflags[@]}" examples/c/train_policy.c "${libs[@]}" -o "$work/train_policy"
 gcc "${cflags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak"
 
 step "run natively"
@@ -98,6 +99,9 @@ expect_status 1 "$work/run_tests" "$trap_repo" | grep -E '^(crashed|detail)'
 "$work/synth_tasks" examples/repos/textkit 3 | grep -v '^stats: '
 # A suite that crashes cannot validate bugs: FROGNANO_ERROR_CODE_SYNTHESIS (14), exit status 2.
 expect_status 2 "$work/synth_tasks" "$trap_repo" 1 2>&1 | grep -E 'error 14: .*ended abnormally'
+# Advantages, learnability, and a tiny training run (about 40 s): one iteration of 2 tasks x 2
+# rollouts, a checkpoint, the held-out evaluation.
+"$work/train_policy" examples/repos/textkit
 
 # valgrind -----------------------------------------------------------------------------------
 #
@@ -180,6 +184,15 @@ memcheck 0 "$work/vg-agent.log" "$work/agent_env" --skip-evaluate examples/tasks
 step "valgrind memcheck: examples/c/synth_tasks on a repository whose suite crashes"
 memcheck 2 "$work/vg-synth.log" "$work/synth_tasks" "$trap_repo" 1
 
+# train_policy runs under memcheck without its training run (--skip-training): the advantages,
+# learnability, error objects and a configuration the trainer refuses, in seconds. Training
+# itself is dozens of sandboxed test runs (synthesis of the task pools, the rollouts, the
+# held-out evaluation), an hour under memcheck; its memory handling (a handle, owned JSON
+# strings, error objects) is what the other examples exercise under memcheck, and it runs
+# natively and under ASAN + LeakSanitizer below.
+step "valgrind memcheck: examples/c/train_policy --skip-training"
+memcheck 0 "$work/vg-train.log" "$work/train_policy" --skip-training
+
 step "valgrind memcheck: the deliberate leak is reported"
 memcheck 99 "$work/vg-leak.log" "$work/leak"
 grep -q 'definitely lost: [1-9]' "$work/vg-leak.log"
@@ -205,6 +218,7 @@ step "AddressSanitizer: build"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks_asan"
+gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/train_policy.c "${libs[@]}" -o "$work/train_policy_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak_asan"
 
 step "AddressSanitizer: examples/c/run_tests examples/repos/textkit"
@@ -219,6 +233,9 @@ step "AddressSanitizer: examples/c/agent_env (episode and oracle evaluation)"
 step "AddressSanitizer: examples/c/synth_tasks (synthesis and oracle evaluation)"
 "$work/synth_tasks_asan" examples/repos/textkit 3 | tail -n 1
 expect_status 2 "$work/synth_tasks_asan" "$trap_repo" 1 2>&1 | grep -E 'error 14: '
+
+step "AddressSanitizer: examples/c/train_policy (advantages and a tiny training run)"
+"$work/train_policy_asan" examples/repos/textkit | tail -n 1
 
 step "AddressSanitizer: the deliberate leak is reported"
 expect_status 99 "$work/leak_asan" 2>"$work/asan-leak.log" >/dev/null

@@ -79,6 +79,12 @@ typedef enum FrognanoErrorCode {
      * not be applied.
      */
     FROGNANO_ERROR_CODE_SYNTHESIS = 14,
+    /**
+     * Training failed: no task could be proposed or rolled out (every family ran dry, an
+     * empty task set, no held-out task to evaluate on), a checkpoint cannot be written or read
+     * back, or a rollout or the learner failed during an iteration (the message says which).
+     */
+    FROGNANO_ERROR_CODE_TRAINING = 15,
 } FrognanoErrorCode;
 
 /**
@@ -202,6 +208,19 @@ typedef struct FrognanoStep FrognanoStep;
  * another thread still uses it.
  */
 typedef struct FrognanoTaskSet FrognanoTaskSet;
+
+/**
+ * A trainer of the bundled repair policy: group-advantage reinforcement learning (GRPO,
+ * Dr. GRPO or RLOO) on bug-fix tasks synthesized from Python repositories, with a held-out
+ * evaluation set.
+ *
+ * Created by `frognano_trainer_new`, freed with `frognano_trainer_free`. Each
+ * `frognano_trainer_iterate` proposes tasks from the curriculum, rolls out a group of
+ * episodes per task, turns rewards into advantages and updates the policy.
+ * Thread safety: a trainer is used by one thread at a time (calls on it must not overlap);
+ * different trainers may be used from different threads at once.
+ */
+typedef struct FrognanoTrainer FrognanoTrainer;
 
 /**
  * Resource limits of one sandboxed run. A plain value: copy it, change fields, pass a pointer.
@@ -930,6 +949,257 @@ struct FrognanoError *frognano_synthesize(const struct FrognanoSandbox *sandbox,
  * `json_out` must be `NULL` or point to writable storage for a pointer.
  */
 struct FrognanoError *frognano_mutation_operators_json(char **json_out);
+
+/**
+ * Computes the advantages of one group of rollouts of the same task from their rewards, as
+ * FrogNano's trainer does: a drop-in for C trainers of their own.
+ *
+ * - `rewards`, `n`: the group's rewards (finite numbers). `rewards` may be `NULL` when `n` is
+ *   0, which is a successful call that writes nothing.
+ * - `estimator`: `"grpo"` (`(r - mean) / (std + 1e-6)`, the sample standard deviation of the
+ *   group), `"dr_grpo"` (`r - mean`) or `"rloo"` (`r -` the mean of the other `n - 1`
+ *   rewards, that is `n / (n - 1) * (r - mean)`). Case and `-` for `_` do not matter.
+ * - `out`: `n` writable doubles for the advantages, in the order of `rewards`; it may be the
+ *   `rewards` array itself (computed in place). `NULL` is accepted when `n` is 0.
+ *
+ * A group with a single member or whose rewards are all equal carries no learning signal:
+ * its advantages are all 0. On success writes the advantages and returns `NULL`. On failure
+ * returns an owned error and leaves `out` untouched: `FROGNANO_ERROR_CODE_NULL_POINTER` for a
+ * `NULL` `estimator`, or a `NULL` `rewards` or `out` with `n` > 0;
+ * `FROGNANO_ERROR_CODE_INVALID_UTF8`; `FROGNANO_ERROR_CODE_INVALID_OPTION` for an unknown
+ * estimator or a reward that is NaN or infinite. Thread safety: may be called from any
+ * thread.
+ *
+ * # Safety
+ *
+ * `rewards` must be `NULL` or point to `n` readable doubles; `estimator` must be `NULL` or a
+ * NUL-terminated string; `out` must be `NULL` or point to `n` writable doubles.
+ */
+struct FrognanoError *frognano_group_advantages(const double *rewards,
+                                                size_t n,
+                                                const char *estimator,
+                                                double *out);
+
+/**
+ * Returns the learnability score of a success rate `p` for a target success rate `target`:
+ * `p^a (1 - p)^b` with its mode at the target (`a = 2 target`, `b = 2 (1 - target)`), scaled
+ * to 1 there. For `target` 0.5 it is `4 p (1 - p)`, proportional to the reward variance of a
+ * 0/1 group: tasks solved about half the time teach the most, tasks always or never solved
+ * teach nothing. The frontier curriculum chooses task families by this score.
+ *
+ * `p` is clamped to `[0, 1]`; `target` must lie in `[0, 1]` (the curriculum's lie strictly
+ * between). A `target` outside `[0, 1]` or a NaN argument gives NaN. Never fails.
+ * Thread safety: may be called from any thread.
+ */
+double frognano_learnability(double p, double target);
+
+/**
+ * Creates a trainer of the bundled repair policy over `sandbox`.
+ *
+ * `config_json` is a JSON object of training settings, each optional except `repos`
+ * (`NULL` or `"{}"` take every default, and then fail for want of repositories):
+ * `repos` (array of repository paths, directories or `.zip`/`.tar.gz` bundles whose test
+ * suites pass, relative to the current directory; required), `curriculum` (`"frontier"`, the
+ * default: tasks synthesized online for the families the policy solves about half the time;
+ * `"static"`: a fixed synthesized set sampled uniformly; `"easy_to_hard"`: that set opened
+ * from easy to hard), `iterations` (default 6: the length of the easy-to-hard schedule; the
+ * trainer itself iterates as often as it is asked), `seed` (default 0), `held_out` (size of the
+ * held-out evaluation set, never trained on; default 24), `static_tasks` (size of the fixed
+ * set of the static and easy-to-hard curricula; default 48), `max_bugs` (tasks carry 1 to this
+ * many bugs, 1 to 8; default 2), `hint_levels` (default `[2]`), `operators` (mutation
+ * operators; empty, the default: all), `easy_start_fraction` (default 0.3), `synth_workers`
+ * (default 1), `out` (a directory; when set, each iteration's metrics are appended to
+ * `metrics.jsonl` there), `trainer` (an object: `tasks_per_iteration` (default 6),
+ * `group_size` (rollouts per task, at least 2; default 4), `estimator` (`"grpo"`, the
+ * default, `"dr_grpo"` or `"rloo"`), `drop_zero_variance` (default true), `workers` (parallel
+ * rollouts; 0, the default: the sandbox's workers), `env` (episode budgets: `max_steps`
+ * (default 40), ...)), `policy` (the repair policy: `max_attempts` (default 8),
+ * `learning_rate` (default 0.15), `temperature`, `max_candidates`, `entropy_bonus`,
+ * `ratio_cap`, ...), `frontier` (the frontier curriculum: `target_success` (default 0.5),
+ * `decay`, `exploration`, `buffer`, `max_uses`, `max_wait_s`, ...). The seed of the policy is
+ * `seed`.
+ *
+ * The call synthesizes the held-out set and, for the static and easy-to-hard curricula, the
+ * training set (seconds to minutes, depending on the repositories and the sizes); the frontier
+ * curriculum starts synthesizing in the background.
+ *
+ * On success writes an owned handle to `*out` (free it with `frognano_trainer_free`) and
+ * returns `NULL`. On failure returns an owned error and leaves `*out` untouched:
+ * `FROGNANO_ERROR_CODE_INVALID_OPTION` for a configuration that is not a JSON object, an
+ * unknown key (at any depth), a value of the wrong type or out of range, or no `repos`;
+ * `FROGNANO_ERROR_CODE_REPO` for a missing repository; `FROGNANO_ERROR_CODE_SYNTHESIS` for a
+ * repository whose suite cannot validate bugs; `FROGNANO_ERROR_CODE_TRAINING` when no
+ * training task could be made; the sandbox's codes otherwise. Thread safety: may be called
+ * from any thread, also on a sandbox other threads use at the same time. The trainer shares
+ * the sandbox's runtime and keeps it alive: the sandbox may be freed before the trainer.
+ *
+ * # Safety
+ *
+ * `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed;
+ * `config_json` must be `NULL` or a NUL-terminated string; `out` must be `NULL` or point to
+ * writable storage for a pointer.
+ */
+struct FrognanoError *frognano_trainer_new(const struct FrognanoSandbox *sandbox,
+                                           const char *config_json,
+                                           struct FrognanoTrainer **out);
+
+/**
+ * Runs one training iteration: proposes `tasks_per_iteration` tasks, rolls out
+ * `group_size` episodes of each with the sampling policy, computes the group advantages,
+ * leaves out groups whose rewards are all equal (unless `drop_zero_variance` is false),
+ * updates the policy and feeds the outcomes back to the curriculum.
+ *
+ * On success, when `metrics_json` is not `NULL`, writes an owned UTF-8 JSON object to
+ * `*metrics_json` (free it with `frognano_string_free`): `iteration` (from 0),
+ * `resolved_rate`, `rollouts` and `extra` (`groups`, `zero_variance_groups`,
+ * `zero_variance_fraction`, `mean_learnability`, `difficulty`, `rollouts_per_s`,
+ * `env_steps_per_s`, `synthesis_wait_s`, `rollout_s`, `learn_s`, `wall_s`, `mean_steps`,
+ * `trainable_steps`, `failed_resets`, `learner` (the policy's update statistics),
+ * `synthesizer` (the curriculum's), ...); returns `NULL`. On failure returns an owned error
+ * and leaves `*metrics_json` untouched; the iteration does not count: usually
+ * `FROGNANO_ERROR_CODE_TRAINING` (no task proposed or no episode run, the learner failed),
+ * `FROGNANO_ERROR_CODE_IO` when the metrics file cannot be written. The call blocks for the
+ * iteration's rollouts (seconds to minutes). Thread safety: one thread at a time per trainer.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+ * use by another thread; `metrics_json` must be `NULL` or point to writable storage for a
+ * pointer.
+ */
+struct FrognanoError *frognano_trainer_iterate(struct FrognanoTrainer *trainer,
+                                               char **metrics_json);
+
+/**
+ * Returns the number of iterations run (including those restored by
+ * `frognano_trainer_resume`); 0 when `trainer` is `NULL`. Thread safety: one thread at a time
+ * per trainer.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+ * use by another thread.
+ */
+size_t frognano_trainer_iteration(const struct FrognanoTrainer *trainer);
+
+/**
+ * Evaluates the policy as trained so far on the held-out tasks: the repair policy with the
+ * current weights, greedy (always the most probable repair), one episode per task, without
+ * learning.
+ *
+ * On success writes an owned UTF-8 JSON object to `*summary_json` (free it with
+ * `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
+ * `resolved_rate`, `met_failure`, `recovered`, `recovery_rate`, `mean_steps`,
+ * `tool_errors`, `test_runs`, `truncated`, plus `iteration` (iterations trained) and
+ * `held_out_tasks`. On failure returns an owned error and leaves `*summary_json` untouched:
+ * `FROGNANO_ERROR_CODE_TRAINING` when there is no held-out task (`held_out` 0) or none could
+ * be run. Thread safety: one thread at a time per trainer.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+ * use by another thread; `summary_json` must be `NULL` or point to writable storage for a
+ * pointer.
+ */
+struct FrognanoError *frognano_trainer_evaluate(struct FrognanoTrainer *trainer,
+                                                char **summary_json);
+
+/**
+ * Writes a checkpoint to `path` (UTF-8; the file is replaced atomically): the iteration
+ * count, the trainer's settings, the policy's state (weights and optimizer moments), the
+ * curriculum's state and the metrics of every iteration so far.
+ *
+ * Returns `NULL` on success, else an owned error: `FROGNANO_ERROR_CODE_TRAINING` when the
+ * file cannot be written (the message names the path). Thread safety: one thread at a time
+ * per trainer.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+ * use by another thread; `path` must be `NULL` or a NUL-terminated string.
+ */
+struct FrognanoError *frognano_trainer_save_checkpoint(const struct FrognanoTrainer *trainer,
+                                                       const char *path);
+
+/**
+ * Restores a checkpoint written by `frognano_trainer_save_checkpoint` (UTF-8 path): the
+ * iteration count, the policy's state, the curriculum's state and the metrics history; the
+ * next iteration continues where the checkpointed trainer stopped. Make the trainer with the
+ * same configuration as the one that wrote the checkpoint.
+ *
+ * Returns `NULL` on success, else an owned error, leaving the trainer unchanged when the file
+ * cannot be read or is not a trainer checkpoint: `FROGNANO_ERROR_CODE_TRAINING` (the message
+ * names the path and what was wrong). Thread safety: one thread at a time per trainer.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+ * use by another thread; `path` must be `NULL` or a NUL-terminated string.
+ */
+struct FrognanoError *frognano_trainer_resume(struct FrognanoTrainer *trainer, const char *path);
+
+/**
+ * Serialises the policy's learnable state as one JSON object: `kind` (`"repair"`),
+ * `features` (the feature names), `weights` (one per feature), `adam` (the optimizer's
+ * moments), `updates` and `config`. It is the `policy` of a checkpoint and of
+ * `frognano_train`'s report.
+ *
+ * On success writes an owned UTF-8 string to `*state_json` (free it with
+ * `frognano_string_free`) and returns `NULL`; on failure returns an owned error and leaves
+ * `*state_json` untouched. Thread safety: one thread at a time per trainer.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+ * use by another thread; `state_json` must be `NULL` or point to writable storage for a
+ * pointer.
+ */
+struct FrognanoError *frognano_trainer_policy_json(const struct FrognanoTrainer *trainer,
+                                                   char **state_json);
+
+/**
+ * Frees a trainer: its policy, curriculum (a frontier curriculum's background synthesis is
+ * stopped and joined) and environments. `NULL` is accepted and ignored. No call on it may be
+ * in progress, and the handle must not be used afterwards.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, with no
+ * call on it in progress; it must not be used afterwards.
+ */
+void frognano_trainer_free(struct FrognanoTrainer *trainer);
+
+/**
+ * Runs a whole training job, as `frognano train` does: synthesizes the held-out set (and the
+ * fixed training set of the static and easy-to-hard curricula), evaluates the untrained
+ * policy on the held-out set (unless `evaluate_initial` is false), trains for `iterations`
+ * iterations, and evaluates the trained policy (greedy) on the held-out set.
+ *
+ * `config_json` is as for `frognano_trainer_new` (`repos` required), plus
+ * `evaluate_initial` (default true). With `out` set, the job writes `held_out.jsonl`,
+ * `training_tasks.jsonl` (fixed-set curricula), `metrics.jsonl`, `checkpoint.json` (after
+ * every iteration) and `eval.jsonl` there, and resumes from a `checkpoint.json` it finds.
+ *
+ * On success writes an owned UTF-8 JSON object to `*report_json` (free it with
+ * `frognano_string_free`) and returns `NULL`: `curriculum`, `seed`, `history` (every
+ * iteration's metrics, as `frognano_trainer_iterate` gives them), `initial` (the untrained
+ * policy's held-out summary, or `null`), `trained` (the trained policy's), `held_out_tasks`,
+ * `rollouts`, `synthesis_wait_s`, `policy` (the trained state, as
+ * `frognano_trainer_policy_json` gives it) and `wall_s`. On failure returns an owned error and
+ * leaves `*report_json` untouched, with the codes of `frognano_trainer_new` and
+ * `frognano_trainer_iterate` (`FROGNANO_ERROR_CODE_TRAINING` also when no held-out task could
+ * be synthesized). The call blocks for the whole job (minutes). Thread safety: may be called
+ * from any thread, also on a sandbox other threads use at the same time.
+ *
+ * # Safety
+ *
+ * `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed;
+ * `config_json` must be `NULL` or a NUL-terminated string; `report_json` must be `NULL` or
+ * point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_train(const struct FrognanoSandbox *sandbox,
+                                     const char *config_json,
+                                     char **report_json);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -4,7 +4,10 @@
 //! the SDK's baselines for exercising the environment loop: [`OraclePolicy`] derives the fix
 //! from each task's bug and applies it through the tool protocol (it must resolve every valid
 //! task), [`NoopPolicy`] submits at once (it must resolve none), and [`RandomPolicy`] emits
-//! random, often malformed or hostile, actions for fuzzing the protocol and the sandbox.
+//! random, often malformed or hostile, actions for fuzzing the protocol and the sandbox. It also
+//! holds [`RepairPolicy`], the small policy that learns from reward (a softmax over candidate
+//! repairs with learned weights, its own [`frognano_core::Learner`]): the fast baseline for RL
+//! and curriculum research on a CPU.
 
 mod baselines;
 mod repair;

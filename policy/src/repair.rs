@@ -794,8 +794,11 @@ impl EpisodeState {
                     }
                 }
             }
-            ToolRequest::Undo if !observation.is_error => {
-                if let Some(applied) = self.applied.pop() {
+            ToolRequest::Undo => {
+                // A failed undo (nothing to undo) must not be retried forever.
+                if let Some(applied) = self.applied.pop()
+                    && !observation.is_error
+                {
                     self.texts.insert(applied.path, applied.before);
                 }
                 self.pending = Some(Pending::Nothing);
