@@ -54,9 +54,9 @@ pub struct FrontierConfig {
     pub seed: u64,
     /// Longest a proposal waits for synthesis before returning what it has.
     pub max_wait_s: f64,
-    /// Pseudo-counts a family borrows from related families (same operator, or same bug count
-    /// and hint level) before its own evidence: empirical-Bayes back-off, so one family's results
-    /// inform its neighbours when there are many families and few rollouts.
+    /// Strength (pseudo-counts) of a family's prior, centred on the success rate of related
+    /// families (same operator, or same bug count and hint level): empirical-Bayes back-off, so
+    /// one family's results inform its neighbours when there are many families and few rollouts.
     pub prior_strength: f64,
 }
 
@@ -75,7 +75,7 @@ impl Default for FrontierConfig {
             max_uses: 4,
             seed: 0,
             max_wait_s: 600.0,
-            prior_strength: 2.0,
+            prior_strength: 4.0,
         }
     }
 }
@@ -102,8 +102,8 @@ impl FrontierConfig {
         if self.buffer == 0 || self.max_uses == 0 {
             return bad("buffer and max_uses must be positive");
         }
-        if !(self.prior_strength.is_finite() && self.prior_strength >= 0.0) {
-            return bad("prior_strength must be a non-negative number");
+        if !(self.prior_strength.is_finite() && self.prior_strength > 0.0) {
+            return bad("prior_strength must be a positive number");
         }
         if !(self.max_wait_s.is_finite() && self.max_wait_s > 0.0) {
             return bad("max_wait_s must be a positive number of seconds");
@@ -337,8 +337,10 @@ impl FrontierSynthesizer {
         self.wait_s
     }
 
-    /// The Beta posterior of family `f`: its own (decayed) evidence on top of a prior centred on
-    /// the pooled success rate of its relatives.
+    /// The Beta posterior of family `f`: its own (decayed) evidence on top of a prior of
+    /// strength `prior_strength` centred on the success rate of its relatives (same operator, or
+    /// same bug count and hint level; Laplace-smoothed), so a family no one has tried yet is
+    /// expected to do about as well as its neighbours.
     pub fn posterior(&self, f: usize) -> (f64, f64) {
         let me = &self.families[f];
         let (mut successes, mut trials) = (0.0, 0.0);
@@ -352,7 +354,10 @@ impl FrontierSynthesizer {
         }
         let pooled = (1.0 + successes) / (2.0 + trials);
         let k = self.config.prior_strength;
-        (me.alpha + k * pooled, me.beta + k * (1.0 - pooled))
+        (
+            k * pooled + (me.alpha - 1.0),
+            k * (1.0 - pooled) + (me.beta - 1.0),
+        )
     }
 
     fn sample_p(&self, f: usize, rng: &mut StdRng) -> f64 {
