@@ -15,8 +15,9 @@
 //! recompute the choice's probability from the batch alone; [`RepairPolicy`] is its own
 //! learner (policy gradient with Adam).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use frognano_core::{
     Action, LearnStats, Learner, Observation, PolicyContext, PolicyOutput, Result, TrainingBatch,
@@ -973,13 +974,12 @@ impl EpisodeState {
         base: &TestRun,
         config: &RepairConfig,
     ) -> Vec<Candidate> {
-        let mut mutations = mutate::find_mutations(text, SYNTH_REPAIRS).unwrap_or_default();
-        mutations.extend(add_not_mutations(text));
+        let mutations = repair_mutations(text);
         let evidence = Evidence::of(path, base, self.first_failures.as_ref(), text);
         let lines: Vec<&str> = text.lines().collect();
         let mut seen_targets = BTreeSet::new();
         let mut out: Vec<(f64, Candidate)> = Vec::new();
-        for m in mutations {
+        for m in mutations.iter() {
             let Ok(target) = mutate::apply(text, &m.edits) else {
                 continue;
             };
@@ -1033,6 +1033,35 @@ impl EpisodeState {
         focused.truncate(config.max_candidates);
         focused.into_iter().map(|(_, c)| c).collect()
     }
+}
+
+/// Every repair mutation of `text`, cached by content: the rollouts of a group (and the
+/// decisions of an episode) read the same files.
+fn repair_mutations(text: &str) -> Arc<Vec<mutate::Mutation>> {
+    type Cache = Mutex<VecDeque<(u64, Arc<Vec<mutate::Mutation>>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    const ENTRIES: usize = 64;
+    let key = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        h.finish()
+    };
+    let cache = CACHE.get_or_init(|| Mutex::new(VecDeque::new()));
+    if let Ok(entries) = cache.lock()
+        && let Some((_, found)) = entries.iter().find(|(k, _)| *k == key)
+    {
+        return found.clone();
+    }
+    let mut mutations = mutate::find_mutations(text, SYNTH_REPAIRS).unwrap_or_default();
+    mutations.extend(add_not_mutations(text));
+    let mutations = Arc::new(mutations);
+    if let Ok(mut entries) = cache.lock() {
+        if entries.len() >= ENTRIES {
+            entries.pop_front();
+        }
+        entries.push_back((key, mutations.clone()));
+    }
+    mutations
 }
 
 /// Dotted module names in backticks in the problem statement (`pkg.mod`).

@@ -34,6 +34,10 @@ pub struct TrainerConfig {
     pub drop_zero_variance: bool,
     /// Rollout worker threads (0: the sandbox's).
     pub workers: usize,
+    /// Environments stepped together (0: four per worker). Episodes alternate cheap steps with
+    /// sandboxed test runs, and a pool steps its environments in lockstep rounds, so more
+    /// environments than workers keep every worker running tests.
+    pub envs: usize,
     /// Environment budgets.
     pub env: EnvConfig,
 }
@@ -46,6 +50,7 @@ impl Default for TrainerConfig {
             estimator: Estimator::Grpo,
             drop_zero_variance: true,
             workers: 0,
+            envs: 0,
             env: EnvConfig {
                 max_steps: 40,
                 ..EnvConfig::default()
@@ -119,12 +124,17 @@ impl GrpoTrainer {
         config: TrainerConfig,
     ) -> Result<Self> {
         config.validate()?;
-        let envs = if config.workers == 0 {
+        let workers = if config.workers == 0 {
             sandbox.workers()
         } else {
             config.workers
         }
         .max(1);
+        let envs = if config.envs == 0 {
+            4 * workers
+        } else {
+            config.envs
+        };
         let pool = EnvPool::new(sandbox, envs, config.workers, config.env)?;
         Ok(GrpoTrainer {
             config,

@@ -59,6 +59,7 @@ fn small_config() -> TrainerConfig {
         estimator: Estimator::Grpo,
         drop_zero_variance: true,
         workers: 2,
+        envs: 0,
         env: EnvConfig {
             max_steps: 40,
             ..EnvConfig::default()
