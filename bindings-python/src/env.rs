@@ -74,7 +74,7 @@ pub(crate) fn to_py<'py, T: serde::Serialize>(
 }
 
 /// A task from a dict (FrogNano or SWE-bench field names) or a JSON string.
-fn task_from_py(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<Task> {
+pub(crate) fn task_from_py(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<Task> {
     let text = match task.extract::<String>() {
         Ok(s) => s,
         Err(_) => to_json(py, task)?,
@@ -94,7 +94,7 @@ fn task_from_py(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<Task> {
         .map_err(|m| error_class(py, "TaskError", format!("invalid task: {m}")))
 }
 
-fn tasks_from_py(py: Python<'_>, tasks: &Bound<'_, PyAny>) -> PyResult<Vec<Task>> {
+pub(crate) fn tasks_from_py(py: Python<'_>, tasks: &Bound<'_, PyAny>) -> PyResult<Vec<Task>> {
     let mut out = Vec::new();
     for item in tasks.try_iter()? {
         out.push(task_from_py(py, &item?)?);
@@ -406,9 +406,54 @@ impl PyEnvPool {
     }
 }
 
+/// The outputs a Python policy's `act` returned: per context a str or dict action, or a dict
+/// {"action": ..., "logprobs": [...], "token_ids": [...], "loss_mask": [...], "decision": ...}.
+pub(crate) fn outputs_from_py(
+    py: Python<'_>,
+    returned: &Bound<'_, PyAny>,
+) -> PyResult<Vec<PolicyOutput>> {
+    let mut out = Vec::new();
+    for item in returned.try_iter()? {
+        let item = item?;
+        let output = match item.cast::<PyDict>() {
+            Ok(dict) if dict.contains("action")? => {
+                let action = dict
+                    .get_item("action")?
+                    .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("missing action"))?;
+                PolicyOutput {
+                    action: action_from_py(py, &action)?,
+                    logprobs: dict
+                        .get_item("logprobs")?
+                        .filter(|v| !v.is_none())
+                        .map(|v| v.extract())
+                        .transpose()?
+                        .unwrap_or_default(),
+                    token_ids: dict
+                        .get_item("token_ids")?
+                        .filter(|v| !v.is_none())
+                        .map(|v| v.extract())
+                        .transpose()?,
+                    loss_mask: dict
+                        .get_item("loss_mask")?
+                        .filter(|v| !v.is_none())
+                        .map(|v| v.extract())
+                        .transpose()?,
+                    decision: dict
+                        .get_item("decision")?
+                        .filter(|v| !v.is_none())
+                        .map(|v| from_py_json(py, &v))
+                        .transpose()?,
+                }
+            }
+            _ => PolicyOutput::action(action_from_py(py, &item)?),
+        };
+        out.push(output);
+    }
+    Ok(out)
+}
+
 /// A Python object with `act(contexts) -> actions` used as a Rust policy: contexts are dicts
-/// (task_id, initial, history), actions are str or dict, or dicts
-/// {"action": ..., "logprobs": [...], "token_ids": [...]}.
+/// (task_id, initial, history), actions are what [`outputs_from_py`] reads.
 struct PyPolicy {
     object: Py<PyAny>,
 }
@@ -418,43 +463,7 @@ impl Policy for PyPolicy {
         Python::attach(|py| -> PyResult<Vec<PolicyOutput>> {
             let contexts = to_py(py, &contexts)?;
             let returned = self.object.call_method1(py, "act", (contexts,))?;
-            let mut out = Vec::new();
-            for item in returned.bind(py).try_iter()? {
-                let item = item?;
-                let output = match item.cast::<PyDict>() {
-                    Ok(dict) if dict.contains("action")? => {
-                        let action = dict.get_item("action")?.ok_or_else(|| {
-                            pyo3::exceptions::PyValueError::new_err("missing action")
-                        })?;
-                        PolicyOutput {
-                            action: action_from_py(py, &action)?,
-                            logprobs: dict
-                                .get_item("logprobs")?
-                                .map(|v| v.extract())
-                                .transpose()?
-                                .unwrap_or_default(),
-                            token_ids: dict
-                                .get_item("token_ids")?
-                                .filter(|v| !v.is_none())
-                                .map(|v| v.extract())
-                                .transpose()?,
-                            loss_mask: dict
-                                .get_item("loss_mask")?
-                                .filter(|v| !v.is_none())
-                                .map(|v| v.extract())
-                                .transpose()?,
-                            decision: dict
-                                .get_item("decision")?
-                                .filter(|v| !v.is_none())
-                                .map(|v| from_py_json(py, &v))
-                                .transpose()?,
-                        }
-                    }
-                    _ => PolicyOutput::action(action_from_py(py, &item)?),
-                };
-                out.push(output);
-            }
-            Ok(out)
+            outputs_from_py(py, returned.bind(py))
         })
         .map_err(|e| frognano_core::Error::Component {
             component: "python policy",

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 
 mod env;
 mod synth;
+mod train;
 
 /// How often a waiting call checks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -419,5 +420,6 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     env::register(m)?;
     synth::register(m)?;
+    train::register(m)?;
     Ok(())
 }

@@ -18,7 +18,7 @@ use crate::{PySandbox, run_interruptibly, to_py_err};
 /// Maps synthesis errors onto the exception hierarchy: an unusable repository is a
 /// `SynthesisError`, a bad option an `InvalidArgumentError`, sandbox and environment errors
 /// keep their usual classes, and cancellation is a `KeyboardInterrupt`.
-fn synth_err(py: Python<'_>, err: SynthError) -> PyErr {
+pub(crate) fn synth_err(py: Python<'_>, err: SynthError) -> PyErr {
     match err {
         SynthError::Intake { .. } => error_class(py, "SynthesisError", err.to_string()),
         SynthError::InvalidOption(_) | SynthError::Mutate(MutateError::UnknownOperator(_)) => {

@@ -586,7 +586,10 @@ mod tests {
         assert_eq!(config.curriculum, CurriculumKind::EasyToHard);
         assert_eq!(config.trainer.group_size, 8);
         assert_eq!(config.trainer.estimator, crate::Estimator::Rloo);
-        assert_eq!(config.trainer.tasks_per_iteration, 5, "defaults fill the rest");
+        assert_eq!(
+            config.trainer.tasks_per_iteration, 5,
+            "defaults fill the rest"
+        );
         assert_eq!(config.frontier().bug_counts, vec![1, 2]);
         assert!((config.frontier().decay - 0.5).abs() < 1e-12);
         for (text, needle) in [

@@ -20,6 +20,13 @@ those its tests pin down (the dicts have load_tasks' shape):
 >>> tasks = synth.generate(20)
 >>> summary, _ = frognano.evaluate(tasks, "oracle", sandbox=sandbox)
 
+Policies learn from reward with a GrpoTrainer (group advantages over rollouts of each task);
+any object with act/learn is a policy and any object with propose/feedback a task source:
+
+>>> policy = frognano.RepairPolicy(seed=0)
+>>> trainer = frognano.GrpoTrainer(sandbox, policy, tasks, tasks_per_iteration=4)
+>>> metrics = trainer.iterate()
+
 The first Sandbox (or frognano.setup()) fetches the runtime with pip, verifies its sha256,
 and compiles and snapshots it into the cache (frognano.cache_dir()); later ones start in
 milliseconds.
@@ -34,24 +41,33 @@ _os.environ.setdefault("FROGNANO_HOST_PYTHON", _sys.executable)
 from . import _errors  # noqa: E402
 from ._errors import *  # noqa: E402,F401,F403  (the exception hierarchy)
 from ._frognano import (  # noqa: E402
+    EasyToHard,
     EnvPool,
+    FrontierSynthesizer,
+    GrpoTrainer,
+    RepairPolicy,
     RepoEnv,
     Sandbox,
+    StaticCurriculum,
     Synthesizer,
     TestReport,
     TestResult,
     __version__,
     cache_dir,
     evaluate,
+    group_advantages,
+    learnability,
     load_tasks,
     mutation_operators,
     parse_action,
+    repair_feature_names,
     save_tasks,
     setup,
     synthesize,
     to_swe_bench,
     tool_instructions,
     tool_schemas,
+    train,
 )
 
 __all__ = [
@@ -67,6 +83,15 @@ __all__ = [
     "Synthesizer",
     "synthesize",
     "mutation_operators",
+    "RepairPolicy",
+    "repair_feature_names",
+    "GrpoTrainer",
+    "FrontierSynthesizer",
+    "StaticCurriculum",
+    "EasyToHard",
+    "group_advantages",
+    "learnability",
+    "train",
     "parse_action",
     "tool_instructions",
     "tool_schemas",

@@ -51,6 +51,12 @@ class SynthesisError(FrognanoError):
     reliably, or a suite that times out or crashes), or a mutation could not be applied."""
 
 
+class TrainingError(FrognanoError):
+    """Training could not go on: no tasks to train on, a checkpoint that cannot be written or
+    read back, or a failing learner or task source. (An invalid training configuration is a
+    ConfigError; a Python policy's or synthesizer's own exception propagates as itself.)"""
+
+
 __all__ = [
     "FrognanoError",
     "SetupError",
@@ -63,4 +69,5 @@ __all__ = [
     "EpisodeError",
     "ActionError",
     "SynthesisError",
+    "TrainingError",
 ]

@@ -230,3 +230,165 @@ def synthesize(
     """Synthesizer(repo, **kwargs).generate(n) and its stats."""
 def mutation_operators() -> List[Dict[str, str]]:
     """name, family ("swe-smith" or "extra") and description of every mutation operator."""
+
+# Training ------------------------------------------------------------------------------------
+
+class RepairPolicy:
+    """The learnable repair policy: runs the tests, reads the code near the failures, chooses
+    among candidate repairs with a softmax over features and learned weights, and learns from
+    batches by policy gradient with Adam. Hand the same object to a GrpoTrainer and inspect it
+    during and after training (it is shared, not copied)."""
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        max_attempts: int = 8,
+        view_chunk: int = 100,
+        max_file_lines: int = 1200,
+        max_candidates: int = 40,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        learning_rate: float = 0.1,
+        entropy_bonus: float = 0.0,
+        ratio_cap: float = 2.0,
+    ) -> None: ...
+    def act(self, contexts: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Per context ({task_id, initial, history}) a dict {"action", "logprobs", "decision"};
+        a repair choice's decision is {"chosen", "operator", "temperature", "features"} with
+        features[i] = [[index, value], ...] for candidate i."""
+    def learn(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        """One policy-gradient step from a TrainingBatch dict; returns decisions, grad_norm,
+        mean_entropy."""
+    def state(self) -> Dict[str, Any]: ...
+    def load_state(self, state: Dict[str, Any]) -> None: ...
+    def set_weights(self, weights: Union[Dict[str, float], Sequence[float]]) -> None:
+        """A dict name -> weight (the others keep theirs) or every weight in feature order."""
+    @property
+    def weights(self) -> Dict[str, float]:
+        """The weights by feature name, in the order of repair_feature_names()."""
+    @property
+    def config(self) -> Dict[str, Any]: ...
+    @property
+    def updates(self) -> int: ...
+    def set_greedy(self, greedy: bool) -> None: ...
+
+def repair_feature_names() -> List[str]:
+    """The RepairPolicy's feature names, in weight order (the indices of sparse features)."""
+
+class FrontierSynthesizer:
+    """Online task synthesis at the frontier of learnability (families of operator x bug count
+    x hint level, Thompson sampling on a score peaking at target_success, background synthesis
+    while rollouts run). Construction runs each repository's intake."""
+
+    def __init__(
+        self,
+        sandbox: Optional[Sandbox],
+        repos: Sequence[_Path],
+        *,
+        seed: int = 0,
+        operators: Optional[Sequence[str]] = None,
+        bug_counts: Sequence[int] = (1, 2),
+        hint_levels: Sequence[int] = (2,),
+        target_success: float = 0.5,
+        decay: float = 0.8,
+        exploration: float = 0.1,
+        buffer: int = 2,
+        buffered_families: int = 4,
+        max_uses: int = 4,
+        max_idle: int = 12,
+        max_wait_s: float = 600.0,
+        prior_strength: float = 2.0,
+        exclude: Optional[Iterable[Union[str, Task]]] = None,
+        synth_workers: int = 1,
+    ) -> None: ...
+    def propose(self, n: int) -> List[Task]: ...
+    def feedback(self, outcomes: Iterable[Dict[str, Any]]) -> None:
+        """Outcome dicts (task_id, resolved, ...) or episode records."""
+    def metrics(self) -> Dict[str, Any]: ...
+    def state(self) -> Dict[str, Any]: ...
+    def load_state(self, state: Dict[str, Any]) -> None: ...
+    @property
+    def families(self) -> List[Dict[str, Any]]: ...
+
+class StaticCurriculum:
+    """Uniform sampling from a fixed task set."""
+
+    def __init__(self, tasks: Sequence[Union[Task, str]], seed: int = 0) -> None: ...
+    def propose(self, n: int) -> List[Task]: ...
+    def feedback(self, outcomes: Iterable[Dict[str, Any]]) -> None: ...
+    def metrics(self) -> Dict[str, Any]: ...
+    def state(self) -> Dict[str, Any]: ...
+    def load_state(self, state: Dict[str, Any]) -> None: ...
+    @property
+    def tasks(self) -> List[Task]: ...
+    def __len__(self) -> int: ...
+
+class EasyToHard:
+    """A fixed task set opened from the easiest fraction to all of it over `iterations`."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Union[Task, str]],
+        iterations: int,
+        start_fraction: float = 0.3,
+        seed: int = 0,
+    ) -> None: ...
+    def propose(self, n: int) -> List[Task]: ...
+    def feedback(self, outcomes: Iterable[Dict[str, Any]]) -> None: ...
+    def metrics(self) -> Dict[str, Any]: ...
+    def state(self) -> Dict[str, Any]: ...
+    def load_state(self, state: Dict[str, Any]) -> None: ...
+    def open_fraction(self, call: int) -> float: ...
+
+class GrpoTrainer:
+    """The group-advantage trainer. policy: a RepairPolicy or any object with act(contexts)
+    and learn(batch) (state()/load_state(state) optional). synthesizer: a
+    FrontierSynthesizer, StaticCurriculum, EasyToHard, a list of tasks, or any object with
+    propose(n) and feedback(outcomes) (metrics()/state()/load_state(state) optional)."""
+
+    def __init__(
+        self,
+        sandbox: Optional[Sandbox],
+        policy: Any,
+        synthesizer: Any,
+        *,
+        tasks_per_iteration: int = 5,
+        group_size: int = 4,
+        estimator: str = "grpo",
+        drop_zero_variance: bool = True,
+        workers: int = 0,
+        max_steps: int = 40,
+        metrics_file: Optional[_Path] = None,
+    ) -> None: ...
+    def iterate(self) -> Dict[str, Any]:
+        """One iteration; returns {iteration, resolved_rate, rollouts, extra}."""
+    def evaluate(self, policy: Any, tasks: Sequence[Union[Task, str]]) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]: ...
+    def save_checkpoint(self, path: _Path) -> None: ...
+    def resume(self, path: _Path) -> None: ...
+    @property
+    def history(self) -> List[Dict[str, Any]]: ...
+    @property
+    def iteration(self) -> int: ...
+    @property
+    def last_batch(self) -> Optional[Dict[str, Any]]: ...
+    @property
+    def config(self) -> Dict[str, Any]: ...
+    @property
+    def policy(self) -> Any: ...
+    @property
+    def synthesizer(self) -> Any: ...
+
+def group_advantages(rewards: Sequence[float], estimator: str = "grpo") -> List[float]:
+    """grpo: (r - mean) / (sample std + 1e-6); dr_grpo: r - mean; rloo: r - mean of the others."""
+def learnability(p: float, target: float = 0.5) -> float:
+    """The frontier's score of success rate p, 1.0 at the target (4 p (1 - p) for 0.5)."""
+def train(
+    config: Optional[Union[Dict[str, Any], _Path]] = None,
+    out: Optional[_Path] = None,
+    *,
+    sandbox: Optional[Sandbox] = None,
+    progress: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+) -> Dict[str, Any]:
+    """The whole training job (frognano train): held-out synthesis, training, evaluation.
+    Returns the TrainReport as a dict."""
