@@ -940,6 +940,17 @@ impl Synthesizer {
         limits
     }
 
+    /// Limits recorded in a task: the repository's, with the time limit cut to ten times the
+    /// clean suite (at least 10 s). An agent's edit that makes the code loop forever then costs
+    /// seconds per test run instead of the repository's whole limit, while a correct fix (about
+    /// as fast as the clean code) has a wide margin even on a loaded machine.
+    fn task_limits(&self) -> Limits {
+        let mut limits = self.repo.prepared.config.limits();
+        let budget = (self.intake.suite_seconds * 10.0).max(10.0);
+        limits.timeout_s = limits.timeout_s.min(budget);
+        limits
+    }
+
     /// Runs the tests that can see the candidate (twice when reproducing) and buckets them.
     fn validate(&self, candidate: &Candidate) -> Verdict {
         let spans: Vec<ChangedSpan<'_>> = candidate
@@ -1187,7 +1198,7 @@ impl Synthesizer {
             fail_to_pass: validated.fail_to_pass.clone(),
             pass_to_pass: validated.pass_to_pass.clone(),
             test_args: Vec::new(),
-            limits: self.repo.prepared.config.limits(),
+            limits: self.task_limits(),
             metadata,
         };
         task.validate()

@@ -99,7 +99,7 @@ impl Default for TrainConfig {
         TrainConfig {
             repos: Vec::new(),
             curriculum: CurriculumKind::Frontier,
-            iterations: 6,
+            iterations: 5,
             seed: 0,
             held_out: 16,
             static_tasks: 48,

@@ -45,7 +45,7 @@ pub struct TrainerConfig {
 impl Default for TrainerConfig {
     fn default() -> Self {
         TrainerConfig {
-            tasks_per_iteration: 5,
+            tasks_per_iteration: 4,
             group_size: 4,
             estimator: Estimator::Grpo,
             drop_zero_variance: true,
