@@ -995,8 +995,8 @@ impl EpisodeState {
             {
                 continue;
             }
-            let features = evidence.features(&m, &lines);
-            let closeness = evidence.closeness(&m);
+            let features = evidence.features(m, &lines);
+            let closeness = evidence.closeness(m);
             out.push((
                 closeness,
                 Candidate {
