@@ -587,7 +587,8 @@ mod tests {
         assert_eq!(config.trainer.group_size, 8);
         assert_eq!(config.trainer.estimator, crate::Estimator::Rloo);
         assert_eq!(
-            config.trainer.tasks_per_iteration, 5,
+            config.trainer.tasks_per_iteration,
+            TrainerConfig::default().tasks_per_iteration,
             "defaults fill the rest"
         );
         assert_eq!(config.frontier().bug_counts, vec![1, 2]);
