@@ -475,10 +475,22 @@ fn evaluate(
     Ok(summary)
 }
 
+/// Writes a task set; repository paths become absolute, because a task file's relative paths
+/// resolve against the file's own directory.
 fn write_tasks(path: &Path, tasks: &[Task]) -> Result<()> {
     let mut text = String::new();
     for t in tasks {
-        text.push_str(&serde_json::to_string(t).map_err(frognano_core::Error::from)?);
+        let mut t = t.clone();
+        let repo = t.repo.path();
+        if repo.is_relative() {
+            let absolute = std::fs::canonicalize(repo).unwrap_or_else(|_| {
+                std::env::current_dir()
+                    .map(|d| d.join(repo))
+                    .unwrap_or_else(|_| repo.to_path_buf())
+            });
+            t.repo = t.repo.with_path(absolute);
+        }
+        text.push_str(&serde_json::to_string(&t).map_err(frognano_core::Error::from)?);
         text.push('\n');
     }
     std::fs::write(path, text).map_err(TrainError::io(format!("write {}", path.display())))
