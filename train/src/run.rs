@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use frognano_core::{IterationMetrics, Learner, Task, TaskSynthesizer, Trainer};
-use frognano_env::{EpisodeRecord, EvalSummary};
+use frognano_env::{EpisodeRecord, EvalSummary, taskset};
 use frognano_policy::{RepairConfig, RepairPolicy};
 use frognano_sandbox::Sandbox;
 use frognano_synth::{SynthConfig, Synthesizer};
@@ -478,31 +478,26 @@ fn evaluate(
 /// Writes a task set; repository paths become absolute, because a task file's relative paths
 /// resolve against the file's own directory.
 fn write_tasks(path: &Path, tasks: &[Task]) -> Result<()> {
-    let mut text = String::new();
-    for t in tasks {
-        let mut t = t.clone();
-        let repo = t.repo.path();
-        if repo.is_relative() {
-            let absolute = std::fs::canonicalize(repo).unwrap_or_else(|_| {
-                std::env::current_dir()
-                    .map(|d| d.join(repo))
-                    .unwrap_or_else(|_| repo.to_path_buf())
-            });
-            t.repo = t.repo.with_path(absolute);
-        }
-        text.push_str(&serde_json::to_string(&t).map_err(frognano_core::Error::from)?);
-        text.push('\n');
-    }
-    std::fs::write(path, text).map_err(TrainError::io(format!("write {}", path.display())))
+    let tasks: Vec<Task> = tasks
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if let Ok(absolute) = std::path::absolute(t.repo.path()) {
+                t.repo = t.repo.with_path(absolute);
+            }
+            t
+        })
+        .collect();
+    Ok(taskset::save_tasks(path, &tasks)?)
 }
 
 fn write_records(path: &Path, records: &[EpisodeRecord]) -> Result<()> {
-    let mut text = String::new();
+    let mut out = Vec::new();
     for r in records {
-        text.push_str(&serde_json::to_string(r).map_err(frognano_core::Error::from)?);
-        text.push('\n');
+        serde_json::to_writer(&mut out, r).map_err(frognano_core::Error::from)?;
+        out.push(b'\n');
     }
-    std::fs::write(path, text).map_err(TrainError::io(format!("write {}", path.display())))
+    Ok(taskset::write_atomically(path, &out)?)
 }
 
 /// One method's results over seeds in a curriculum experiment.

@@ -234,12 +234,9 @@ impl GrpoTrainer {
             "synthesizer": self.synthesizer.state()?,
             "history": self.history,
         });
-        let text = serde_json::to_string(&state).map_err(|e| err(e.to_string()))?;
+        let text = serde_json::to_vec(&state).map_err(|e| err(e.to_string()))?;
         // Written aside and renamed, so a crash never leaves a half-written checkpoint.
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
-        std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))?;
-        Ok(())
+        frognano_env::taskset::write_atomically(path, &text).map_err(|e| err(e.to_string()))
     }
 
     /// Restores a checkpoint written by [`GrpoTrainer::save_checkpoint`]: the next iteration
