@@ -22,12 +22,14 @@ echo "== examples"
 "$bin/examples/run_tests" examples/repos/textkit | tail -1
 "$bin/frognano" test examples/repos/tinyparse
 "$bin/frognano" eval --out "$(mktemp -d)/records.jsonl"
-"$bin/frognano" eval --policy noop | grep -q "0 (0.0%)"
+# Outputs are captured before matching: `cmd | grep -q` ends the pipe at the first match.
+expect() { local pattern="$1"; shift; local out; out="$("$@")"; grep -q -- "$pattern" <<<"$out" || { echo "$out"; echo "expected '$pattern' in the output of: $*" >&2; return 1; }; }
+expect "0 (0.0%)" "$bin/frognano" eval --policy noop
 synth_dir="$(mktemp -d)"
 "$bin/frognano" synth examples/repos/textkit -n 12 --max-bugs 2 --hint-levels 0,1,2,3 -o "$synth_dir/tasks.jsonl"
-"$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl" | grep -q "12 (100.0%)"
-"$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl" --policy noop | grep -q "0 (0.0%)"
+expect "12 (100.0%)" "$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl"
+expect "0 (0.0%)" "$bin/frognano" eval --tasks "$synth_dir/tasks.jsonl" --policy noop
 train_dir="$(mktemp -d)"
 "$bin/frognano" train --config examples/train/smoke.toml -o "$train_dir"
 test -s "$train_dir/curves.png" && test "$(wc -l < "$train_dir/metrics.jsonl")" -eq 2
-"$bin/frognano" eval --tasks "$train_dir/held_out.jsonl" --policy "repair:$train_dir/checkpoint.json" | grep -q "resolved"
+expect "resolved" "$bin/frognano" eval --tasks "$train_dir/held_out.jsonl" --policy "repair:$train_dir/checkpoint.json"

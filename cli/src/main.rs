@@ -145,7 +145,20 @@ struct BenchSandboxArgs {
     image: ImageArgs,
 }
 
+/// Output piped into a reader that stops early (`frognano eval | head`) ends the process
+/// quietly, as for other command-line tools, instead of a panic on the next `println!`.
+/// Rust ignores SIGPIPE by default; restore the default action.
+fn exit_quietly_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any thread exists; setting a signal's
+    // disposition to its default is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_closed_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Commands::Setup(args) => setup(&args),
