@@ -24,7 +24,8 @@ pub struct EvalArgs {
     /// sample tasks.
     #[arg(long)]
     tasks: Option<PathBuf>,
-    /// Policy: oracle, noop, or random[:SEED].
+    /// Policy: oracle, noop, random[:SEED], repair[:CHECKPOINT] or onnx:MODEL (a model folder
+    /// or a registry name such as smollm2-135m; greedy).
     #[arg(long, default_value = "oracle")]
     policy: String,
     /// Write one episode record per line here (trajectories, per-test grading).
@@ -78,7 +79,16 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     if tasks.is_empty() {
         bail!("{}: no tasks", path.display());
     }
-    let mut policy = frognano_policy::baseline(&args.policy, &tasks)?;
+    let mut policy: Box<dyn frognano_core::Policy> = match args.policy.strip_prefix("onnx:") {
+        Some(model) => {
+            let dir = crate::models::resolve_with_progress(model)?;
+            Box::new(frognano_policy::OnnxPolicy::load(
+                &dir,
+                frognano_policy::OnnxPolicyConfig::default(),
+            )?)
+        }
+        None => frognano_policy::baseline(&args.policy, &tasks)?,
+    };
     let config = EnvConfig {
         max_steps: args.max_steps,
         max_observation_chars: args.max_observation_chars,

@@ -12,6 +12,7 @@ use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod eval;
+mod models;
 // Learning-curve charts; the training command that calls it comes later.
 mod plot;
 mod synth;
@@ -51,6 +52,11 @@ enum Commands {
     /// frontier of learnability (or a static / easy-to-hard curriculum), groups of rollouts,
     /// group advantages, a learning-curve plot and a held-out evaluation.
     Train(train::TrainArgs),
+    /// Local models: install the inference environment, fetch and convert models.
+    #[command(subcommand)]
+    Models(models::ModelsCommand),
+    /// Generate text with a local model (batched, with per-token log-probs in --json).
+    Generate(models::GenerateArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -169,6 +175,8 @@ fn main() -> ExitCode {
         Commands::Synth(args) => synth::synth(&args),
         Commands::Bench(BenchCommand::Synth(args)) => synth::bench_synth(&args),
         Commands::Train(args) => train::train(&args),
+        Commands::Models(command) => models::models(&command),
+        Commands::Generate(args) => models::generate_command(&args),
         Commands::Bench(BenchCommand::Curriculum(args)) => train::bench_curriculum(&args),
     };
     match result {

@@ -1,0 +1,208 @@
+//! `frognano models ...` (inference environment, model registry) and `frognano generate`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use frognano_policy::llm::{
+    ChatMessage, DecoderModel, GenerationOptions, ModelOptions, TextCodec, assets, generate,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Subcommand, Debug)]
+pub enum ModelsCommand {
+    /// Install the inference environment (pinned, hash-checked Python packages, including the
+    /// ONNX Runtime library) into the cache. Idempotent.
+    Setup(SetupArgs),
+    /// Download, verify and convert a known model to ONNX (int4 and fp32). Idempotent.
+    Fetch(FetchArgs),
+    /// List the known models and whether they are cached.
+    List,
+    /// Write a tiny randomly initialised model (same layout as the real ones; for tests).
+    Tiny(TinyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SetupArgs {
+    /// Also install onnxruntime-genai (for `frognano bench policy`).
+    #[arg(long)]
+    genai: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct FetchArgs {
+    /// Model name (see `frognano models list`).
+    name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct TinyArgs {
+    /// Output folder (gets tiny.gguf, fp32/ and int4/).
+    out: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// A spinner whose message follows the steps of a long job.
+pub fn spinner(what: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix}: {wide_msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_prefix(what.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// Resolves a model argument (folder or registry name), fetching it with a spinner if needed.
+pub fn resolve_with_progress(spec: &str) -> anyhow::Result<PathBuf> {
+    let bar = spinner(spec);
+    let progress = |message: &str| bar.set_message(message.to_string());
+    let dir = assets::resolve_model(spec, &progress);
+    bar.finish_and_clear();
+    Ok(dir?)
+}
+
+fn folder_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ModelsCommand::Setup(args) => {
+            let bar = spinner("inference environment");
+            let progress = |message: &str| bar.set_message(message.to_string());
+            let env = assets::ensure_inference_env(args.genai, &progress);
+            bar.finish_and_clear();
+            let env = env?;
+            println!("inference environment: {}", env.dir.display());
+            println!("ONNX Runtime library: {}", env.runtime_library.display());
+        }
+        ModelsCommand::Fetch(args) => {
+            let bar = spinner(&args.name);
+            let progress = |message: &str| bar.set_message(message.to_string());
+            let dir = assets::fetch_model(&args.name, &progress);
+            bar.finish_and_clear();
+            let dir = dir?;
+            for precision in assets::PRECISIONS {
+                let sub = dir.join(precision);
+                println!(
+                    "{}:{precision}  {}  ({:.1} MB)",
+                    args.name,
+                    sub.display(),
+                    folder_size(&sub) as f64 / 1e6
+                );
+            }
+        }
+        ModelsCommand::List => {
+            for model in assets::KNOWN_MODELS {
+                let dir = assets::model_cache_dir(model.name);
+                let state = if dir.join(".complete").is_file() {
+                    format!("cached at {}", dir.display())
+                } else {
+                    "not fetched".to_string()
+                };
+                println!("{}  {}  [{state}]", model.name, model.description);
+            }
+        }
+        ModelsCommand::Tiny(args) => {
+            let bar = spinner("tiny model");
+            let progress = |message: &str| bar.set_message(message.to_string());
+            let result = assets::make_tiny_model(&args.out, args.seed, &progress);
+            bar.finish_and_clear();
+            result?;
+            println!("{}", args.out.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// Model folder or registry name (`smollm2-135m`, `smollm2-135m:fp32`).
+    #[arg(long, default_value = "smollm2-135m")]
+    model: String,
+    /// The prompt; several give a batch.
+    #[arg(long, required = true)]
+    prompt: Vec<String>,
+    /// Use the prompt as raw text instead of a user message in the chat template.
+    #[arg(long)]
+    raw: bool,
+    #[arg(long, default_value_t = 128)]
+    max_new_tokens: usize,
+    /// 0: greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop strings.
+    #[arg(long)]
+    stop: Vec<String>,
+    /// Print each row as JSON (token ids, log-probs, finish reason) and the timing.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn generate_command(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
+    let dir = resolve_with_progress(&args.model)?;
+    let mut model = DecoderModel::load(&dir, &ModelOptions::default())?;
+    let codec = TextCodec::load(&dir)?;
+    let prompts = args
+        .prompt
+        .iter()
+        .map(|p| {
+            let text = if args.raw {
+                p.clone()
+            } else {
+                codec.render_chat(&[ChatMessage::new("user", p.clone())], true)?
+            };
+            codec.encode(&text)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = GenerationOptions {
+        max_new_tokens: args.max_new_tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+        stop: args.stop.clone(),
+        stop_token_ids: None,
+    };
+    let (generations, timing) =
+        generate(&mut model, &codec, &prompts, &options).context("generation failed")?;
+    for generation in &generations {
+        if args.json {
+            println!("{}", serde_json::to_string(generation)?);
+        } else {
+            println!("{}", generation.text);
+            println!("---");
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::json!({ "timing": timing }));
+    } else {
+        eprintln!(
+            "{} prompt tokens, {} generated; prefill {:.3} s, decode {:.3} s ({:.1} tokens/s)",
+            timing.prompt_tokens,
+            timing.generated_tokens,
+            timing.prefill_s,
+            timing.decode_s,
+            timing.generated_tokens as f64 / timing.decode_s.max(1e-9)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

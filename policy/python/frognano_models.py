@@ -1,0 +1,1426 @@
+#!/usr/bin/env python3
+"""FrogNano model tools: llama GGUF -> ONNX decoder folders, plus independent checks.
+
+Torch-free: depends only on the standard library, numpy, gguf, onnx and onnxruntime.
+
+Subcommands (progress lines go to stderr, a one-line JSON summary to stdout):
+
+  convert    GGUF (llama architecture) -> OUT/fp32 and OUT/int4 model folders, each holding
+             model.onnx, config.json, generation_config.json, tokenizer.json,
+             tokenizer_config.json and genai_config.json.
+  tiny       Writes a tiny random llama GGUF (OUT/tiny.gguf, quantized like SmolLM2's) and
+             converts it exactly like `convert`, for fast tests.
+  reference  Independent numpy forward pass over the dequantized GGUF weights, following
+             llama.cpp's own conventions (GGUF Q/K row order, adjacent-pair rotary).
+  check      Compares an ONNX model folder against `reference`: full-sequence logits,
+             KV-cached decoding, a left-padded batch and batched greedy decoding.
+  generate   Greedy chat generation with onnxruntime (a sanity tool).
+
+ONNX decoder layout (HF optimum convention; the Rust runtime depends on it exactly):
+
+  inputs   input_ids        int64   [batch_size, sequence_length]
+           attention_mask   int64   [batch_size, total_sequence_length]   (0 on left padding)
+           position_ids     int64   [batch_size, sequence_length]
+           past_key_values.{i}.key / .value
+                            float32 [batch_size, num_kv_heads, past_sequence_length, head_dim]
+  outputs  logits           float32 [batch_size, sequence_length, vocab_size]
+           present.{i}.key / .value
+                            float32 [batch_size, num_kv_heads, total_sequence_length, head_dim]
+
+total_sequence_length = past_sequence_length + sequence_length; the first step feeds a past of
+length 0. Left-padded rows use position_ids = max(cumsum(attention_mask) - 1, 0). The causal mask
+and the padding mask are built inside the graph; a query whose keys are all masked (a pad row)
+attends uniformly instead of producing NaN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import re
+import sys
+import time
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# gguf, onnx and onnxruntime are imported lazily (see the helpers below) so that `--help` and the
+# pure-Python parts start fast.
+
+# ----------------------------------------------------------------------------------------------
+# Constants
+# ----------------------------------------------------------------------------------------------
+
+ONNX_OPSET = 17
+ONNX_IR_VERSION = 8  # the IR version that goes with opset 17; keeps older onnxruntime builds happy
+
+# Added to the attention scores of masked keys. Large enough that exp() underflows to exactly 0,
+# small enough that adding it twice can never overflow to -inf (which would turn into NaN).
+MASK_VALUE = -1.0e9
+
+INT4_BLOCK_SIZE = 32
+INT4_IS_SYMMETRIC = False
+INT4_ACCURACY_LEVEL = 4  # MatMulNBits computes with int8-quantized activations
+
+# Tolerances used by `check` (measured on SmolLM2-135M-Instruct Q4_1 and on the `tiny` model):
+# * fp32 ONNX vs the float64 numpy reference: max |diff| <= FP32_REL_TOL * logit_scale, where
+#   logit_scale = max(1, max |reference logit|). Same weights, so only float32 rounding differs.
+# * ONNX vs ONNX consistency of one model (KV-cached decoding vs full recomputation, left-padded
+#   batch vs single rows): max |diff| <= CONSISTENCY_REL_TOL * logit_scale, for both precisions.
+# * int4 vs the reference: the Q4_1 weights get re-quantized to MatMulNBits int4 (integer zero
+#   points, int8 activations) and the Q8_0 lm-head to int4, so logits move. We require top-1
+#   agreement >= INT4_MIN_ARGMAX_AGREEMENT over all compared positions, the int4 argmax to be
+#   within the reference's top 5 at >= INT4_MIN_TOP5_AGREEMENT of them, and
+#   max |diff| <= INT4_REL_TOL * logit_scale.
+FP32_REL_TOL = 1e-3
+CONSISTENCY_REL_TOL = 1e-3
+INT4_MIN_ARGMAX_AGREEMENT = 0.80
+INT4_MIN_TOP5_AGREEMENT = 0.97
+INT4_REL_TOL = 0.35
+
+# llama.cpp token types (gguf.TokenType)
+TOKEN_TYPE_NORMAL = 1
+TOKEN_TYPE_CONTROL = 3
+TOKEN_TYPE_USER_DEFINED = 4
+
+# Pre-tokenizer of GGUF `tokenizer.ggml.pre = smollm` (llama.cpp): isolate every numeric
+# character, then split with the GPT-2 regex.
+DIGIT_SPLIT_REGEX = r"\p{N}"
+GPT2_SPLIT_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+DEFAULT_CHECK_SYSTEM = "You are a helpful AI assistant."
+DEFAULT_CHECK_PROMPTS = (
+    ("chat", "Write a Python function that reverses a string."),
+    ("text", "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + "),
+    ("text", "The quick brown fox jumps over 13 lazy dogs."),
+)
+
+
+def log(message: str) -> None:
+    """Prints one progress line to stderr."""
+    print(f"[frognano_models] {message}", file=sys.stderr, flush=True)
+
+
+def sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _gguf():
+    import gguf  # noqa: PLC0415 - lazy import, see the module header
+
+    return gguf
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading a llama GGUF
+# ----------------------------------------------------------------------------------------------
+
+
+def gguf_field(reader, key: str, default=None):
+    """Returns the decoded value of a GGUF metadata key (scalars, strings and arrays)."""
+    field = reader.fields.get(key)
+    if field is None:
+        return default
+    return field.contents()
+
+
+@dataclass(frozen=True)
+class LlamaHParams:
+    """Hyper-parameters of a llama-architecture GGUF, named like HF's LlamaConfig."""
+
+    num_hidden_layers: int
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    max_position_embeddings: int
+    rope_theta: float
+    rms_norm_eps: float
+    tie_word_embeddings: bool
+
+    @property
+    def heads_per_kv_head(self) -> int:
+        return self.num_attention_heads // self.num_key_value_heads
+
+
+def read_hparams(reader) -> LlamaHParams:
+    """Reads and validates the llama hyper-parameters of a GGUF file."""
+    arch = gguf_field(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"unsupported GGUF architecture {arch!r} (only 'llama')")
+    rope_scaling = gguf_field(reader, "llama.rope.scaling.type")
+    if rope_scaling not in (None, "none"):
+        raise ValueError(f"rope scaling {rope_scaling!r} is not supported")
+    hidden = int(gguf_field(reader, "llama.embedding_length"))
+    heads = int(gguf_field(reader, "llama.attention.head_count"))
+    kv_heads = int(gguf_field(reader, "llama.attention.head_count_kv", heads))
+    head_dim = int(gguf_field(reader, "llama.attention.key_length", hidden // heads))
+    rope_dims = int(gguf_field(reader, "llama.rope.dimension_count", head_dim))
+    if rope_dims != head_dim:
+        raise ValueError(f"partial rotary ({rope_dims} of {head_dim} dims) is not supported")
+    if heads % kv_heads:
+        raise ValueError(f"{heads} heads are not a multiple of {kv_heads} KV heads")
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    vocab = int(gguf_field(reader, "llama.vocab_size", len(tokens.data)))
+    names = {tensor.name for tensor in reader.tensors}
+    return LlamaHParams(
+        num_hidden_layers=int(gguf_field(reader, "llama.block_count")),
+        hidden_size=hidden,
+        intermediate_size=int(gguf_field(reader, "llama.feed_forward_length")),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        vocab_size=vocab,
+        max_position_embeddings=int(gguf_field(reader, "llama.context_length")),
+        rope_theta=float(gguf_field(reader, "llama.rope.freq_base", 10000.0)),
+        rms_norm_eps=float(gguf_field(reader, "llama.attention.layer_norm_rms_epsilon")),
+        tie_word_embeddings="output.weight" not in names,
+    )
+
+
+def dequantized_tensors(reader) -> dict[str, np.ndarray]:
+    """All tensors of a GGUF as float32 numpy arrays in [rows, columns] (= HF [out, in]) order."""
+    gguf = _gguf()
+    tensors = {}
+    for tensor in reader.tensors:
+        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        tensors[tensor.name] = np.asarray(values, dtype=np.float32)
+    return tensors
+
+
+# ----------------------------------------------------------------------------------------------
+# Converter: weights
+# ----------------------------------------------------------------------------------------------
+
+
+def gguf_rows_to_rotate_half_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
+    """Undoes llama.cpp's Q/K row permutation.
+
+    convert_hf_to_gguf.py reorders the rows of every head of q_proj/k_proj so that llama.cpp can
+    rotate adjacent pairs (x[2i], x[2i+1]); HF's rotate_half rotates (x[i], x[i + d/2]). Within a
+    head, GGUF row 2*i + j holds HF row j*(d/2) + i. Returns the rows in HF order so the graph can
+    use rotate_half.
+    """
+    rows, columns = weight.shape
+    head_dim = rows // num_heads
+    return (
+        weight.reshape(num_heads, head_dim // 2, 2, columns)
+        .swapaxes(1, 2)
+        .reshape(rows, columns)
+    )
+
+
+def rotary_tables(hp: LlamaHParams) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sign-folded sin tables, [max_position_embeddings, head_dim], in rotate_half layout.
+
+    sin_signed = [-sin, sin] so that rotate_half(x) * sin == concat(x2, x1) * sin_signed.
+    Computed in float64 and rounded once.
+    """
+    half = hp.head_dim // 2
+    inverse_frequency = hp.rope_theta ** (-np.arange(half, dtype=np.float64) * 2.0 / hp.head_dim)
+    angles = np.arange(hp.max_position_embeddings, dtype=np.float64)[:, None] * inverse_frequency
+    cos = np.cos(angles)
+    sin = np.sin(angles)
+    cos_table = np.concatenate([cos, cos], axis=1).astype(np.float32)
+    sin_signed_table = np.concatenate([-sin, sin], axis=1).astype(np.float32)
+    return cos_table, sin_signed_table
+
+
+# ----------------------------------------------------------------------------------------------
+# Converter: ONNX graph
+# ----------------------------------------------------------------------------------------------
+
+
+class GraphBuilder:
+    """Accumulates ONNX nodes and initializers under unique, readable names."""
+
+    def __init__(self):
+        from onnx import numpy_helper  # noqa: PLC0415
+
+        self._numpy_helper = numpy_helper
+        self.nodes = []
+        self.initializers = []
+        self._used_names: set[str] = set()
+        self._constants: dict[tuple, str] = {}
+
+    def unique_name(self, hint: str) -> str:
+        name, counter = hint, 1
+        while name in self._used_names:
+            counter += 1
+            name = f"{hint}_{counter}"
+        self._used_names.add(name)
+        return name
+
+    def initializer(self, name: str, array: np.ndarray) -> str:
+        name = self.unique_name(name)
+        self.initializers.append(self._numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def constant(self, value, dtype) -> str:
+        """A cached small constant initializer (a Python scalar gives a 0-d tensor)."""
+        array = np.array(value, dtype=dtype)
+        key = (array.dtype.str, array.shape, tuple(array.ravel().tolist()))
+        if key not in self._constants:
+            self._constants[key] = self.initializer("const", array)
+        return self._constants[key]
+
+    def int64s(self, *values: int) -> str:
+        return self.constant(list(values), np.int64)
+
+    def node(self, op_type: str, inputs: list[str], name: str, outputs=None, num_outputs=1,
+             domain: str | None = None, **attributes):
+        """Adds a node; returns its output name (or the list of names when num_outputs > 1)."""
+        from onnx import helper  # noqa: PLC0415
+
+        node_name = self.unique_name(name)
+        if outputs is None:
+            outputs = [f"{node_name}/out{i}" if num_outputs > 1 else f"{node_name}/out"
+                       for i in range(num_outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=node_name,
+                                           domain=domain, **attributes))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _rms_norm(g: GraphBuilder, x: str, weight: str, eps: float, name: str) -> str:
+    # This exact pattern is fused by onnxruntime into SimplifiedLayerNormalization.
+    squared = g.node("Pow", [x, g.constant(2.0, np.float32)], f"{name}/pow")
+    mean = g.node("ReduceMean", [squared], f"{name}/mean", axes=[-1], keepdims=1)
+    variance = g.node("Add", [mean, g.constant(eps, np.float32)], f"{name}/add_eps")
+    rms = g.node("Sqrt", [variance], f"{name}/sqrt")
+    normalized = g.node("Div", [x, rms], f"{name}/div")
+    return g.node("Mul", [normalized, weight], f"{name}/scale")
+
+
+def _rotary(g: GraphBuilder, x: str, cos: str, sin_signed: str, head_dim: int, name: str) -> str:
+    """x * cos + rotate_half(x) * sin on [..., head_dim] with HF (rotate_half) layout."""
+    half = g.int64s(head_dim // 2, head_dim // 2)
+    first, second = g.node("Split", [x, half], f"{name}/split", num_outputs=2, axis=-1)
+    swapped = g.node("Concat", [second, first], f"{name}/swap", axis=-1)
+    return g.node("Add", [g.node("Mul", [x, cos], f"{name}/mul_cos"),
+                          g.node("Mul", [swapped, sin_signed], f"{name}/mul_sin")], f"{name}/add")
+
+
+def _attention_bias(g: GraphBuilder) -> str:
+    """Additive attention bias [batch, 1, 1, seq, total]: 0 where allowed, MASK_VALUE elsewhere.
+
+    Query j of this chunk sits at cache index past + j; it may see key k when k <= past + j
+    (causal) and attention_mask[b, k] != 0 (not padding).
+    """
+    seq_len = g.node("Shape", ["input_ids"], "mask/seq_len", start=1, end=2)
+    total_len = g.node("Shape", ["attention_mask"], "mask/total_len", start=1, end=2)
+    past_len = g.node("Sub", [total_len, seq_len], "mask/past_len")
+    zero, one = g.constant(0, np.int64), g.constant(1, np.int64)
+    total_scalar = g.node("Squeeze", [total_len, g.int64s(0)], "mask/total_scalar")
+    past_scalar = g.node("Squeeze", [past_len, g.int64s(0)], "mask/past_scalar")
+    query_index = g.node("Range", [past_scalar, total_scalar, one], "mask/query_index")
+    key_index = g.node("Range", [zero, total_scalar, one], "mask/key_index")
+    causal = g.node("LessOrEqual", [g.node("Unsqueeze", [key_index, g.int64s(0)], "mask/key_row"),
+                                    g.node("Unsqueeze", [query_index, g.int64s(1)], "mask/query_col")],
+                    "mask/causal")  # [seq, total]
+    not_padding = g.node("Cast", ["attention_mask"], "mask/not_padding", to=9)  # 9 = BOOL
+    not_padding = g.node("Unsqueeze", [not_padding, g.int64s(1, 2, 3)], "mask/not_padding_5d")
+    allowed = g.node("And", [causal, not_padding], "mask/allowed")  # [batch, 1, 1, seq, total]
+    return g.node("Where", [allowed, g.constant(0.0, np.float32), g.constant(MASK_VALUE, np.float32)],
+                  "mask/bias")
+
+
+def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metadata: dict[str, str]):
+    """Builds the fp32 ONNX decoder (see the module docstring for its inputs and outputs)."""
+    from onnx import TensorProto, helper  # noqa: PLC0415
+
+    g = GraphBuilder()
+    heads, kv_heads, head_dim = hp.num_attention_heads, hp.num_key_value_heads, hp.head_dim
+    batch, seq, past, total = ("batch_size", "sequence_length", "past_sequence_length",
+                               "total_sequence_length")
+
+    graph_inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [batch, total]),
+        helper.make_tensor_value_info("position_ids", TensorProto.INT64, [batch, seq]),
+    ]
+    graph_outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                                   [batch, seq, hp.vocab_size])]
+    for layer in range(hp.num_hidden_layers):
+        for kind in ("key", "value"):
+            graph_inputs.append(helper.make_tensor_value_info(
+                f"past_key_values.{layer}.{kind}", TensorProto.FLOAT, [batch, kv_heads, past, head_dim]))
+            graph_outputs.append(helper.make_tensor_value_info(
+                f"present.{layer}.{kind}", TensorProto.FLOAT, [batch, kv_heads, total, head_dim]))
+
+    embed_tokens = tensors["token_embd.weight"]
+    embed = g.initializer("model.embed_tokens.weight", embed_tokens)
+    hidden = g.node("Gather", [embed, "input_ids"], "embed_tokens", axis=0)
+
+    cos_table, sin_table = rotary_tables(hp)
+    cos = g.node("Gather", [g.initializer("rotary.cos_table", cos_table), "position_ids"], "rotary/cos")
+    sin = g.node("Gather", [g.initializer("rotary.sin_signed_table", sin_table), "position_ids"],
+                 "rotary/sin")
+    cos = g.node("Unsqueeze", [cos, g.int64s(1)], "rotary/cos_4d")  # [batch, 1, seq, head_dim]
+    sin = g.node("Unsqueeze", [sin, g.int64s(1)], "rotary/sin_4d")
+    bias = _attention_bias(g)
+
+    query_scale = 1.0 / math.sqrt(head_dim)
+    for layer in range(hp.num_hidden_layers):
+        gguf_prefix, hf = f"blk.{layer}.", f"model.layers.{layer}"
+
+        def weight_t(gguf_name: str, hf_name: str, scale: float = 1.0, rotary_heads: int = 0,
+                     _gguf_prefix=gguf_prefix, _hf=hf) -> str:
+            """Initializer W^T ([in, out]) for x @ W^T; optionally un-permuted and scaled."""
+            weight = tensors[_gguf_prefix + gguf_name]
+            if rotary_heads:
+                weight = gguf_rows_to_rotate_half_rows(weight, rotary_heads)
+            if scale != 1.0:
+                weight = weight * np.float32(scale)
+            return g.initializer(f"{_hf}.{hf_name}.weight_t", weight.T)
+
+        def linear(x: str, weight: str, name: str) -> str:
+            return g.node("MatMul", [x, weight], name)
+
+        # --- self attention
+        normed = _rms_norm(g, hidden, g.initializer(f"{hf}.input_layernorm.weight",
+                                                    tensors[gguf_prefix + "attn_norm.weight"]),
+                           hp.rms_norm_eps, f"{hf}/input_layernorm")
+        # 1/sqrt(head_dim) is folded into q_proj (rotary is linear, so the order does not matter).
+        q = linear(normed, weight_t("attn_q.weight", "self_attn.q_proj", query_scale, heads),
+                   f"{hf}/q_proj")
+        k = linear(normed, weight_t("attn_k.weight", "self_attn.k_proj", 1.0, kv_heads), f"{hf}/k_proj")
+        v = linear(normed, weight_t("attn_v.weight", "self_attn.v_proj"), f"{hf}/v_proj")
+
+        def split_heads(x: str, count: int, name: str) -> str:
+            x = g.node("Reshape", [x, g.int64s(0, 0, count, head_dim)], f"{name}/reshape")
+            return g.node("Transpose", [x], f"{name}/transpose", perm=[0, 2, 1, 3])
+
+        q = _rotary(g, split_heads(q, heads, f"{hf}/q"), cos, sin, head_dim, f"{hf}/q_rotary")
+        k = _rotary(g, split_heads(k, kv_heads, f"{hf}/k"), cos, sin, head_dim, f"{hf}/k_rotary")
+        v = split_heads(v, kv_heads, f"{hf}/v")
+        present_key = g.node("Concat", [f"past_key_values.{layer}.key", k], f"{hf}/present_key",
+                             outputs=[f"present.{layer}.key"], axis=2)
+        present_value = g.node("Concat", [f"past_key_values.{layer}.value", v], f"{hf}/present_value",
+                               outputs=[f"present.{layer}.value"], axis=2)
+
+        # GQA without copying the cache: view queries as [batch, kv_heads, group, seq, head_dim]
+        # and let MatMul broadcast K/V ([batch, kv_heads, 1, ...]) over the group axis. Query
+        # head h uses KV head h // group, as in HF's repeat_kv.
+        q = g.node("Reshape", [q, g.int64s(0, kv_heads, hp.heads_per_kv_head, -1, head_dim)],
+                   f"{hf}/q_grouped")
+        keys_t = g.node("Transpose", [present_key], f"{hf}/keys_t", perm=[0, 1, 3, 2])
+        keys_t = g.node("Unsqueeze", [keys_t, g.int64s(2)], f"{hf}/keys_t_5d")
+        scores = g.node("MatMul", [q, keys_t], f"{hf}/scores")  # [batch, kv, group, seq, total]
+        scores = g.node("Add", [scores, bias], f"{hf}/masked_scores")
+        probs = g.node("Softmax", [scores], f"{hf}/softmax", axis=-1)
+        values = g.node("Unsqueeze", [present_value, g.int64s(2)], f"{hf}/values_5d")
+        context = g.node("MatMul", [probs, values], f"{hf}/context")  # [batch, kv, group, seq, d]
+        context = g.node("Transpose", [context], f"{hf}/context_t", perm=[0, 3, 1, 2, 4])
+        context = g.node("Reshape", [context, g.int64s(0, 0, heads * head_dim)], f"{hf}/context_flat")
+        attention = linear(context, weight_t("attn_output.weight", "self_attn.o_proj"), f"{hf}/o_proj")
+        hidden = g.node("Add", [hidden, attention], f"{hf}/attn_residual")
+
+        # --- SiLU-gated MLP
+        normed = _rms_norm(g, hidden, g.initializer(f"{hf}.post_attention_layernorm.weight",
+                                                    tensors[gguf_prefix + "ffn_norm.weight"]),
+                           hp.rms_norm_eps, f"{hf}/post_attention_layernorm")
+        gate = linear(normed, weight_t("ffn_gate.weight", "mlp.gate_proj"), f"{hf}/gate_proj")
+        up = linear(normed, weight_t("ffn_up.weight", "mlp.up_proj"), f"{hf}/up_proj")
+        activated = g.node("Mul", [gate, g.node("Sigmoid", [gate], f"{hf}/sigmoid")], f"{hf}/silu")
+        down = linear(g.node("Mul", [activated, up], f"{hf}/gated"),
+                      weight_t("ffn_down.weight", "mlp.down_proj"), f"{hf}/down_proj")
+        hidden = g.node("Add", [hidden, down], f"{hf}/mlp_residual")
+
+    normed = _rms_norm(g, hidden, g.initializer("model.norm.weight", tensors["output_norm.weight"]),
+                       hp.rms_norm_eps, "model/norm")
+    # Tied embeddings: the lm-head gets its own transposed copy so that the int4 pass can quantize
+    # it while the embedding Gather keeps an fp32 table.
+    lm_head = tensors.get("output.weight", embed_tokens)
+    g.node("MatMul", [normed, g.initializer("lm_head.weight_t", lm_head.T)], "lm_head",
+           outputs=["logits"])
+
+    graph = helper.make_graph(g.nodes, "frognano_llama_decoder", graph_inputs, graph_outputs,
+                              initializer=g.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
+                              producer_name="frognano_models")
+    model.ir_version = ONNX_IR_VERSION
+    helper.set_model_props(model, metadata)
+    return model
+
+
+def quantize_int4(model):
+    """Re-quantizes every constant-weight MatMul (incl. the lm-head) to MatMulNBits int4."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer  # noqa: PLC0415
+
+    # The quantizer logs one INFO line per node; keep stderr to our own progress lines.
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+    quantizer = MatMulNBitsQuantizer(model, block_size=INT4_BLOCK_SIZE, is_symmetric=INT4_IS_SYMMETRIC,
+                                     accuracy_level=INT4_ACCURACY_LEVEL)
+    quantizer.process()
+    return quantizer.model.model
+
+
+def save_onnx(model, path: Path) -> list[Path]:
+    """Saves a model, with an external data file only past protobuf's 2 GiB limit."""
+    import onnx  # noqa: PLC0415
+
+    if model.ByteSize() < 1_800_000_000:
+        onnx.save_model(model, path)
+        return [path]
+    data_name = path.name + ".data"
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data_name, size_threshold=1024)
+    return [path, path.with_name(data_name)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Tokenizer
+# ----------------------------------------------------------------------------------------------
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map used by byte-level BPE."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    mapping, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            mapping[byte] = chr(byte)
+        else:
+            mapping[byte] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+@dataclass
+class GgufVocabulary:
+    """The tokenizer part of a GGUF's metadata."""
+
+    tokens: list[str]
+    token_types: list[int]
+    merges: list[str]
+    bos_id: int | None
+    eos_id: int | None
+    unk_id: int | None
+    pad_id: int | None
+    chat_template: str | None
+    add_bos: bool
+
+    @classmethod
+    def from_reader(cls, reader) -> GgufVocabulary:
+        model = gguf_field(reader, "tokenizer.ggml.model")
+        if model != "gpt2":
+            raise ValueError(f"unsupported tokenizer model {model!r} (only byte-level BPE 'gpt2')")
+        pre = gguf_field(reader, "tokenizer.ggml.pre", "default")
+        if pre != "smollm":
+            # Other pre-tokenizers need other split regexes; refuse rather than mis-tokenize.
+            raise ValueError(f"unsupported pre-tokenizer {pre!r} (only 'smollm')")
+
+        def optional_id(key):
+            value = gguf_field(reader, key)
+            return None if value is None else int(value)
+
+        return cls(
+            tokens=list(gguf_field(reader, "tokenizer.ggml.tokens")),
+            token_types=[int(t) for t in gguf_field(reader, "tokenizer.ggml.token_type")],
+            merges=list(gguf_field(reader, "tokenizer.ggml.merges")),
+            bos_id=optional_id("tokenizer.ggml.bos_token_id"),
+            eos_id=optional_id("tokenizer.ggml.eos_token_id"),
+            unk_id=optional_id("tokenizer.ggml.unknown_token_id"),
+            pad_id=optional_id("tokenizer.ggml.padding_token_id"),
+            chat_template=gguf_field(reader, "tokenizer.chat_template"),
+            add_bos=bool(gguf_field(reader, "tokenizer.ggml.add_bos_token", False)),
+        )
+
+    def token(self, token_id: int | None) -> str | None:
+        return None if token_id is None else self.tokens[token_id]
+
+    def added_token_ids(self) -> list[int]:
+        return [i for i, kind in enumerate(self.token_types)
+                if kind in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED)]
+
+
+def tokenizer_json(vocab: GgufVocabulary) -> dict:
+    """HF `tokenizers` JSON for a GGUF byte-level BPE vocabulary with the smollm pre-tokenizer."""
+    if len(set(vocab.tokens)) != len(vocab.tokens):
+        raise ValueError("duplicate tokens in the GGUF vocabulary")
+    for merge in vocab.merges:
+        if merge.count(" ") != 1:
+            raise ValueError(f"merge {merge!r} is not two space-separated tokens")
+    added = [{
+        "id": i, "content": vocab.tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
+        "normalized": False, "special": vocab.token_types[i] == TOKEN_TYPE_CONTROL,
+    } for i in vocab.added_token_ids()]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": DIGIT_SPLIT_REGEX}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "Split", "pattern": {"Regex": GPT2_SPLIT_REGEX}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ]},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+            "vocab": {token: i for i, token in enumerate(vocab.tokens)},
+            # "a b" strings: the merge format every tokenizers version reads.
+            "merges": list(vocab.merges),
+        },
+    }
+
+
+# \s as the regex engines see it (Unicode White_Space); str.isspace() also accepts \x1c-\x1f.
+_WHITESPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+                        "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_CONTRACTIONS = ("s", "t", "re", "ve", "m", "ll", "d")
+
+
+def _is_letter(char: str) -> bool:
+    return unicodedata.category(char)[0] == "L"
+
+
+def _is_number(char: str) -> bool:
+    return unicodedata.category(char)[0] == "N"
+
+
+def _is_other(char: str) -> bool:
+    return not (char in _WHITESPACE or _is_letter(char) or _is_number(char))
+
+
+def gpt2_split(text: str) -> list[str]:
+    """Hand-written matcher for GPT2_SPLIT_REGEX (the standard library `re` has no \\p{L}).
+
+    Alternatives are tried in the regex's order at every position, so the pieces are the same.
+    """
+    pieces, i, n = [], 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "'":
+            suffix = next((s for s in _CONTRACTIONS if text.startswith(s, i + 1)), None)
+            if suffix is not None:
+                pieces.append(text[i:i + 1 + len(suffix)])
+                i += 1 + len(suffix)
+                continue
+        start = i + 1 if char == " " and i + 1 < n else i
+        matched = False
+        for char_class in (_is_letter, _is_number, _is_other):
+            if char_class(text[start]):
+                end = start + 1
+                while end < n and char_class(text[end]):
+                    end += 1
+                pieces.append(text[i:end])
+                i, matched = end, True
+                break
+        if matched:
+            continue
+        # Here text[i] is whitespace: \s+(?!\S) keeps the last space for the next word, \s+ else.
+        end = i
+        while end < n and text[end] in _WHITESPACE:
+            end += 1
+        if end < n and end - i > 1:
+            end -= 1
+        pieces.append(text[i:end])
+        i = end
+    return pieces
+
+
+def pretokenize(text: str) -> list[str]:
+    """The smollm pre-tokenizer: isolate numeric characters, then the GPT-2 split."""
+    pieces, run_start = [], 0
+    for index, char in enumerate(text):
+        if _is_number(char):
+            if run_start < index:
+                pieces.extend(gpt2_split(text[run_start:index]))
+            pieces.append(char)
+            run_start = index + 1
+    if run_start < len(text):
+        pieces.extend(gpt2_split(text[run_start:]))
+    return pieces
+
+
+class ByteLevelBpeTokenizer:
+    """A small, independent byte-level BPE tokenizer over a tokenizer.json (smollm layout).
+
+    Used by `check` and `generate`, and as a cross-check of the `tokenizers` library's reading of
+    the same file. Added tokens are matched literally (longest first) before pre-tokenization.
+    """
+
+    def __init__(self, vocab: dict[str, int], merges: list[str], added_tokens: dict[str, int]):
+        self.vocab = vocab
+        self.id_to_token = {i: token for token, i in vocab.items()}
+        self.id_to_token.update({i: token for token, i in added_tokens.items()})
+        self.merge_rank = {tuple(merge.split(" ")): rank for rank, merge in enumerate(merges)}
+        self.added_tokens = added_tokens
+        self.byte_to_char = bytes_to_unicode()
+        self.char_to_byte = {char: byte for byte, char in self.byte_to_char.items()}
+        ordered = sorted(added_tokens, key=len, reverse=True)
+        self._added_pattern = (re.compile("(" + "|".join(map(re.escape, ordered)) + ")")
+                               if ordered else None)
+        self._cache: dict[str, list[int]] = {}
+
+    @classmethod
+    def from_file(cls, path: Path) -> ByteLevelBpeTokenizer:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
+        added = {entry["content"]: entry["id"] for entry in data.get("added_tokens", [])}
+        return cls(data["model"]["vocab"], merges, added)
+
+    def _bpe(self, piece: str) -> list[int]:
+        cached = self._cache.get(piece)
+        if cached is not None:
+            return cached
+        symbols = [self.byte_to_char[b] for b in piece.encode("utf-8")]
+        while len(symbols) > 1:
+            ranked = [(self.merge_rank.get(pair, math.inf), index)
+                      for index, pair in enumerate(zip(symbols, symbols[1:]))]
+            rank, _ = min(ranked)
+            if rank == math.inf:
+                break
+            pair = min(ranked)[1]
+            first, second = symbols[pair], symbols[pair + 1]
+            merged, index = [], 0
+            while index < len(symbols):  # merge every occurrence of this pair, left to right
+                if index + 1 < len(symbols) and symbols[index] == first and symbols[index + 1] == second:
+                    merged.append(first + second)
+                    index += 2
+                else:
+                    merged.append(symbols[index])
+                    index += 1
+            symbols = merged
+        ids = [self.vocab[symbol] for symbol in symbols]
+        self._cache[piece] = ids
+        return ids
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids for text; added/special tokens written in the text are recognised."""
+        segments = self._added_pattern.split(text) if self._added_pattern else [text]
+        ids: list[int] = []
+        for index, segment in enumerate(segments):
+            if index % 2 == 1:
+                ids.append(self.added_tokens[segment])
+            elif segment:
+                for piece in pretokenize(segment):
+                    ids.extend(self._bpe(piece))
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        data = bytearray()
+        for token_id in ids:
+            token = self.id_to_token[token_id]
+            if token in self.added_tokens:
+                data.extend(token.encode("utf-8"))
+            else:
+                data.extend(self.char_to_byte[char] for char in token)
+        return data.decode("utf-8", errors="replace")
+
+
+def render_chatml(messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """ChatML as the GGUF templates render it when a system message is given."""
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+
+# ----------------------------------------------------------------------------------------------
+# Converter: model folder
+# ----------------------------------------------------------------------------------------------
+
+
+def _model_configs(hp: LlamaHParams, vocab: GgufVocabulary, precision: str, source: Path,
+                   source_sha256: str) -> dict[str, dict]:
+    """config.json, generation_config.json, tokenizer_config.json and genai_config.json."""
+    eos_ids = [vocab.eos_id] if vocab.eos_id is not None else []
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_act": "silu",
+        "num_hidden_layers": hp.num_hidden_layers,
+        "num_attention_heads": hp.num_attention_heads,
+        "num_key_value_heads": hp.num_key_value_heads,
+        "hidden_size": hp.hidden_size,
+        "head_dim": hp.head_dim,
+        "intermediate_size": hp.intermediate_size,
+        "vocab_size": hp.vocab_size,
+        "max_position_embeddings": hp.max_position_embeddings,
+        "rope_theta": hp.rope_theta,
+        "rope_scaling": None,
+        "rms_norm_eps": hp.rms_norm_eps,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": vocab.bos_id,
+        "eos_token_id": vocab.eos_id,
+        "tie_word_embeddings": hp.tie_word_embeddings,
+        "use_cache": True,
+        "frognano": {"precision": precision, "source": source.name, "source_sha256": source_sha256},
+    }
+    generation = {"bos_token_id": vocab.bos_id, "eos_token_id": vocab.eos_id}
+    if vocab.pad_id is not None:
+        config["pad_token_id"] = vocab.pad_id
+        generation["pad_token_id"] = vocab.pad_id
+    special = [vocab.tokens[i] for i in vocab.added_token_ids()
+               if vocab.token_types[i] == TOKEN_TYPE_CONTROL]
+    tokenizer_config = {
+        "tokenizer_class": "GPT2Tokenizer",
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "add_prefix_space": False,
+        "clean_up_tokenization_spaces": False,
+        "bos_token": vocab.token(vocab.bos_id),
+        "eos_token": vocab.token(vocab.eos_id),
+        "pad_token": vocab.token(vocab.pad_id),
+        "unk_token": vocab.token(vocab.unk_id),
+        "additional_special_tokens": special,
+        "added_tokens_decoder": {str(i): {
+            "content": vocab.tokens[i], "lstrip": False, "normalized": False, "rstrip": False,
+            "single_word": False, "special": vocab.token_types[i] == TOKEN_TYPE_CONTROL,
+        } for i in vocab.added_token_ids()},
+        "model_max_length": hp.max_position_embeddings,
+        "chat_template": vocab.chat_template,
+    }
+    genai = {
+        "model": {
+            "bos_token_id": vocab.bos_id,
+            "context_length": hp.max_position_embeddings,
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+                "filename": "model.onnx",
+                "head_size": hp.head_dim,
+                "hidden_size": hp.hidden_size,
+                "inputs": {
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    "position_ids": "position_ids",
+                    "past_key_names": "past_key_values.%d.key",
+                    "past_value_names": "past_key_values.%d.value",
+                },
+                "outputs": {
+                    "logits": "logits",
+                    "present_key_names": "present.%d.key",
+                    "present_value_names": "present.%d.value",
+                },
+                "num_attention_heads": hp.num_attention_heads,
+                "num_hidden_layers": hp.num_hidden_layers,
+                "num_key_value_heads": hp.num_key_value_heads,
+            },
+            "eos_token_id": eos_ids,
+            "pad_token_id": vocab.pad_id if vocab.pad_id is not None else vocab.eos_id,
+            "type": "llama",
+            "vocab_size": hp.vocab_size,
+        },
+        "search": {
+            "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
+            "length_penalty": 1.0, "max_length": hp.max_position_embeddings, "min_length": 0,
+            "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
+            # Standard graph: past and present are separate tensors that grow every step.
+            "past_present_share_buffer": False,
+            "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 1, "top_p": 1.0,
+        },
+    }
+    return {"config.json": config, "generation_config.json": generation,
+            "tokenizer_config.json": tokenizer_config, "genai_config.json": genai}
+
+
+def convert(gguf_path: Path, out_dir: Path, precisions: list[str]) -> dict:
+    """Converts a llama GGUF into one model folder per precision under out_dir."""
+    gguf = _gguf()
+    started = time.perf_counter()
+    unknown = set(precisions) - {"fp32", "int4"}
+    if unknown or not precisions:
+        raise ValueError(f"precisions must be a non-empty subset of fp32,int4 (got {precisions})")
+    log(f"reading {gguf_path}")
+    source_sha256 = sha256_of_file(gguf_path)
+    reader = gguf.GGUFReader(str(gguf_path))
+    hp = read_hparams(reader)
+    vocab = GgufVocabulary.from_reader(reader)
+    if len(vocab.tokens) != hp.vocab_size:
+        raise ValueError(f"{len(vocab.tokens)} tokens but vocab_size {hp.vocab_size}")
+    log(f"{hp.num_hidden_layers} layers, hidden {hp.hidden_size}, heads {hp.num_attention_heads}/"
+        f"{hp.num_key_value_heads}, vocab {hp.vocab_size}; dequantizing")
+    tensors = dequantized_tensors(reader)
+    log("building the fp32 graph")
+    model = build_decoder_model(hp, tensors, {"frognano.source": gguf_path.name,
+                                              "frognano.source_sha256": source_sha256})
+    del tensors
+    tokenizer = tokenizer_json(vocab)
+    files: dict[str, int] = {}
+    # fp32 first: the int4 pass rewrites the same ModelProto in place.
+    for precision in ("fp32", "int4"):
+        if precision not in precisions:
+            continue
+        if precision == "int4":
+            log("quantizing MatMul weights to int4 (MatMulNBits)")
+            model = quantize_int4(model)
+        folder = out_dir / precision
+        folder.mkdir(parents=True, exist_ok=True)
+        _set_model_prop(model, "frognano.precision", precision)
+        written = save_onnx(model, folder / "model.onnx")
+        configs = _model_configs(hp, vocab, precision, gguf_path, source_sha256)
+        configs["tokenizer.json"] = tokenizer
+        for name, content in configs.items():
+            (folder / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
+            written.append(folder / name)
+        for path in written:
+            files[str(path)] = path.stat().st_size
+        log(f"wrote {folder} (model.onnx {files[str(folder / 'model.onnx')] / 1e6:.1f} MB)")
+    return {"command": "convert", "gguf": str(gguf_path), "out": str(out_dir),
+            "precisions": [p for p in ("fp32", "int4") if p in precisions], "files": files,
+            "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _set_model_prop(model, key: str, value: str) -> None:
+    for prop in model.metadata_props:
+        if prop.key == key:
+            prop.value = value
+            return
+    entry = model.metadata_props.add()
+    entry.key, entry.value = key, value
+
+
+# ----------------------------------------------------------------------------------------------
+# Independent numpy reference (llama.cpp semantics)
+# ----------------------------------------------------------------------------------------------
+
+
+class ReferenceLlama:
+    """Float64 forward pass over the dequantized GGUF weights, written from llama.cpp's semantics.
+
+    Deliberately shares no weight handling with the converter: Q/K rows stay in the GGUF order
+    and rotary rotates adjacent pairs (x[2i], x[2i+1]) by pos * base^(-2i/d) (llama.cpp's
+    LLAMA_ROPE_TYPE_NORM); query head h reads KV head h // (heads / kv_heads).
+    """
+
+    def __init__(self, gguf_path: Path):
+        gguf = _gguf()
+        reader = gguf.GGUFReader(str(gguf_path))
+
+        def meta(key, default=None):
+            field = reader.fields.get(key)
+            return default if field is None else field.contents()
+
+        self.layers = int(meta("llama.block_count"))
+        self.heads = int(meta("llama.attention.head_count"))
+        self.kv_heads = int(meta("llama.attention.head_count_kv", self.heads))
+        self.head_dim = int(meta("llama.embedding_length")) // self.heads
+        self.base = float(meta("llama.rope.freq_base", 10000.0))
+        self.eps = float(meta("llama.attention.layer_norm_rms_epsilon"))
+        self.weights = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+                        for t in reader.tensors}
+
+    def _weight(self, name: str) -> np.ndarray:
+        return self.weights[name].astype(np.float64)
+
+    def _rms_norm(self, x: np.ndarray, weight_name: str) -> np.ndarray:
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * self._weight(weight_name)
+
+    def _rope_adjacent_pairs(self, x: np.ndarray) -> np.ndarray:
+        """x: [rows, seq, heads, head_dim]; positions 0..seq-1."""
+        seq = x.shape[1]
+        pair = np.arange(self.head_dim // 2, dtype=np.float64)
+        theta = np.arange(seq, dtype=np.float64)[:, None] * self.base ** (-2.0 * pair / self.head_dim)
+        cos, sin = np.cos(theta)[None, :, None, :], np.sin(theta)[None, :, None, :]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2] = even * cos - odd * sin
+        out[..., 1::2] = even * sin + odd * cos
+        return out
+
+    def logits(self, rows: list[list[int]]) -> np.ndarray:
+        """Logits [rows, seq, vocab] (float32); all rows must have the same length, no padding."""
+        if len({len(r) for r in rows}) != 1:
+            raise ValueError("reference rows must all have the same length")
+        ids = np.asarray(rows, dtype=np.int64)
+        count, seq = ids.shape
+        x = self.weights["token_embd.weight"][ids].astype(np.float64)
+        group = self.heads // self.kv_heads
+        future = np.triu(np.ones((seq, seq), dtype=bool), k=1)
+        for layer in range(self.layers):
+            p = f"blk.{layer}."
+            h = self._rms_norm(x, p + "attn_norm.weight")
+            q = (h @ self._weight(p + "attn_q.weight").T).reshape(count, seq, self.heads, self.head_dim)
+            k = (h @ self._weight(p + "attn_k.weight").T).reshape(count, seq, self.kv_heads, self.head_dim)
+            v = (h @ self._weight(p + "attn_v.weight").T).reshape(count, seq, self.kv_heads, self.head_dim)
+            q, k = self._rope_adjacent_pairs(q), self._rope_adjacent_pairs(k)
+            attended = np.empty_like(q)
+            for head in range(self.heads):
+                kv = head // group
+                scores = np.einsum("rsd,rtd->rst", q[:, :, head], k[:, :, kv]) / math.sqrt(self.head_dim)
+                scores[:, future] = -np.inf
+                scores -= scores.max(axis=-1, keepdims=True)
+                probs = np.exp(scores)
+                probs /= probs.sum(axis=-1, keepdims=True)
+                attended[:, :, head] = np.einsum("rst,rtd->rsd", probs, v[:, :, kv])
+            x = x + attended.reshape(count, seq, -1) @ self._weight(p + "attn_output.weight").T
+            h = self._rms_norm(x, p + "ffn_norm.weight")
+            gate = h @ self._weight(p + "ffn_gate.weight").T
+            up = h @ self._weight(p + "ffn_up.weight").T
+            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ self._weight(p + "ffn_down.weight").T
+        x = self._rms_norm(x, "output_norm.weight")
+        head_name = "output.weight" if "output.weight" in self.weights else "token_embd.weight"
+        return (x @ self._weight(head_name).T).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Running the ONNX decoder
+# ----------------------------------------------------------------------------------------------
+
+
+class OnnxDecoder:
+    """Thin onnxruntime wrapper over a converted model folder."""
+
+    def __init__(self, model_dir: Path):
+        import onnxruntime as ort  # noqa: PLC0415
+
+        self.config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(model_dir / "model.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+        self.layers = self.config["num_hidden_layers"]
+        self.kv_heads = self.config["num_key_value_heads"]
+        self.head_dim = self.config["head_dim"]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def empty_past(self, batch: int) -> dict[str, np.ndarray]:
+        empty = np.zeros((batch, self.kv_heads, 0, self.head_dim), dtype=np.float32)
+        return {f"past_key_values.{i}.{kind}": empty
+                for i in range(self.layers) for kind in ("key", "value")}
+
+    def step(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+             past: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One forward call; attention_mask covers past + new tokens. Returns (logits, next past)."""
+        positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0)[:, -input_ids.shape[1]:]
+        feeds = {"input_ids": input_ids.astype(np.int64), "attention_mask": attention_mask.astype(np.int64),
+                 "position_ids": positions.astype(np.int64), **past}
+        outputs = dict(zip(self.output_names, self.session.run(self.output_names, feeds)))
+        next_past = {name.replace("present.", "past_key_values.", 1): value
+                     for name, value in outputs.items() if name.startswith("present.")}
+        return outputs["logits"], next_past
+
+    def full(self, row: list[int]) -> np.ndarray:
+        """Logits [seq, vocab] of one unpadded row in a single call."""
+        ids = np.asarray([row], dtype=np.int64)
+        logits, _ = self.step(ids, np.ones_like(ids), self.empty_past(1))
+        return logits[0]
+
+
+def left_pad(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    width = max(len(r) for r in rows)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for index, row in enumerate(rows):
+        ids[index, width - len(row):] = row
+        mask[index, width - len(row):] = 1
+    return ids, mask
+
+
+def greedy_generate(decoder: OnnxDecoder, prompt_ids: list[int], max_new: int,
+                    stop_ids: set[int]) -> list[int]:
+    ids = np.asarray([prompt_ids], dtype=np.int64)
+    mask = np.ones_like(ids)
+    logits, past = decoder.step(ids, mask, decoder.empty_past(1))
+    generated: list[int] = []
+    while len(generated) < max_new:
+        token = int(np.argmax(logits[0, -1]))
+        generated.append(token)
+        if token in stop_ids:
+            break
+        mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)
+        logits, past = decoder.step(np.asarray([[token]], dtype=np.int64), mask, past)
+    return generated
+
+
+# ----------------------------------------------------------------------------------------------
+# check
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    """Accumulates max |diff| and top-1 / top-5 agreement of logits against an expectation."""
+
+    max_abs_diff: float = 0.0
+    positions: int = 0
+    argmax_agree: int = 0
+    top5_agree: int = 0
+
+    def add(self, actual: np.ndarray, expected: np.ndarray) -> None:
+        actual, expected = actual.reshape(-1, actual.shape[-1]), expected.reshape(-1, expected.shape[-1])
+        self.max_abs_diff = max(self.max_abs_diff, float(np.max(np.abs(actual - expected))))
+        predicted = np.argmax(actual, axis=-1)
+        self.argmax_agree += int(np.sum(predicted == np.argmax(expected, axis=-1)))
+        top5 = np.argsort(-expected, axis=-1)[:, :5]
+        self.top5_agree += int(np.sum(np.any(top5 == predicted[:, None], axis=-1)))
+        self.positions += actual.shape[0]
+
+    def summary(self) -> dict:
+        return {"max_abs_diff": round(self.max_abs_diff, 6), "positions": self.positions,
+                "argmax_agreement": round(self.argmax_agree / max(self.positions, 1), 4),
+                "top5_agreement": round(self.top5_agree / max(self.positions, 1), 4)}
+
+
+def default_check_rows(tokenizer: ByteLevelBpeTokenizer) -> list[list[int]]:
+    rows = []
+    for kind, text in DEFAULT_CHECK_PROMPTS:
+        if kind == "chat":
+            text = render_chatml([{"role": "system", "content": DEFAULT_CHECK_SYSTEM},
+                                  {"role": "user", "content": text}])
+        rows.append(tokenizer.encode(text))
+    return rows
+
+
+def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
+              decode_steps: int) -> dict:
+    """Compares the ONNX model in model_dir with the numpy reference; see the tolerances above."""
+    started = time.perf_counter()
+    decoder = OnnxDecoder(model_dir)
+    precision = decoder.config.get("frognano", {}).get("precision", "fp32")
+    pad_id = decoder.config.get("pad_token_id", decoder.config.get("eos_token_id", 0))
+    if rows is None:
+        rows = default_check_rows(ByteLevelBpeTokenizer.from_file(model_dir / "tokenizer.json"))
+    log(f"checking {model_dir} ({precision}) on {len(rows)} rows of lengths {[len(r) for r in rows]}")
+    reference = ReferenceLlama(gguf_path)
+
+    vs_reference = Comparison()      # every ONNX logit we compute, against the reference
+    cached_vs_full = Comparison()    # KV-cached decoding against full recomputation (ONNX)
+    padded_vs_single = Comparison()  # left-padded batch against single rows (ONNX)
+    single_logits, reference_logits = [], []
+    logit_scale = 1.0
+
+    for row in rows:
+        expected = reference.logits([row])[0]
+        logit_scale = max(logit_scale, float(np.max(np.abs(expected))))
+        full = decoder.full(row)
+        vs_reference.add(full, expected)
+        single_logits.append(full)
+        reference_logits.append(expected)
+        # Prefill the first half, then one token at a time, feeding present.* back as past.
+        split = max(1, len(row) // 2)
+        ids = np.asarray([row], dtype=np.int64)
+        logits, past = decoder.step(ids[:, :split], np.ones((1, split), dtype=np.int64),
+                                    decoder.empty_past(1))
+        cached = [logits[0]]
+        for position in range(split, len(row)):
+            logits, past = decoder.step(ids[:, position:position + 1],
+                                        np.ones((1, position + 1), dtype=np.int64), past)
+            cached.append(logits[0])
+        cached = np.concatenate(cached, axis=0)
+        cached_vs_full.add(cached, full)
+        vs_reference.add(cached, expected)
+
+    # Left-padded batch: prefill all rows at once, then batched greedy decoding with the cache.
+    ids, mask = left_pad(rows, pad_id)
+    width = ids.shape[1]
+    logits, past = decoder.step(ids, mask, decoder.empty_past(len(rows)))
+    all_finite = bool(np.all(np.isfinite(logits)))
+    for index, row in enumerate(rows):
+        padded = logits[index, width - len(row):]
+        padded_vs_single.add(padded, single_logits[index])
+        vs_reference.add(padded, reference_logits[index])
+    generated = [[] for _ in rows]
+    step_logits = [[] for _ in rows]
+    for _ in range(decode_steps):
+        next_tokens = np.argmax(logits[:, -1], axis=-1)
+        for index, token in enumerate(next_tokens):
+            generated[index].append(int(token))
+        mask = np.concatenate([mask, np.ones((len(rows), 1), dtype=np.int64)], axis=1)
+        logits, past = decoder.step(next_tokens[:, None].astype(np.int64), mask, past)
+        all_finite = all_finite and bool(np.all(np.isfinite(logits)))
+        for index in range(len(rows)):
+            step_logits[index].append(logits[index, -1])
+    batched_decode = Comparison()
+    if decode_steps:
+        for index, row in enumerate(rows):
+            expected = reference.logits([row + generated[index]])[0][len(row):]
+            batched_decode.add(np.stack(step_logits[index]), expected)
+            vs_reference.add(np.stack(step_logits[index]), expected)
+
+    consistency_tol = CONSISTENCY_REL_TOL * logit_scale
+    failures = []
+    if not all_finite:
+        failures.append("non-finite logits in the padded batch")
+    for name, comparison in (("cached_vs_full", cached_vs_full), ("padded_vs_single", padded_vs_single)):
+        if comparison.max_abs_diff > consistency_tol:
+            failures.append(f"{name} max_abs_diff {comparison.max_abs_diff:.3g} > {consistency_tol:.3g}")
+    summary_ref = vs_reference.summary()
+    if precision == "int4":
+        reference_tol = INT4_REL_TOL * logit_scale
+        if summary_ref["argmax_agreement"] < INT4_MIN_ARGMAX_AGREEMENT:
+            failures.append(f"argmax agreement {summary_ref['argmax_agreement']} < "
+                            f"{INT4_MIN_ARGMAX_AGREEMENT}")
+        if summary_ref["top5_agreement"] < INT4_MIN_TOP5_AGREEMENT:
+            failures.append(f"top-5 agreement {summary_ref['top5_agreement']} < {INT4_MIN_TOP5_AGREEMENT}")
+    else:
+        reference_tol = FP32_REL_TOL * logit_scale
+    if vs_reference.max_abs_diff > reference_tol:
+        failures.append(f"vs_reference max_abs_diff {vs_reference.max_abs_diff:.3g} > {reference_tol:.3g}")
+
+    return {
+        "command": "check", "model_dir": str(model_dir), "precision": precision,
+        "row_lengths": [len(r) for r in rows], "logit_scale": round(logit_scale, 4),
+        "vs_reference": summary_ref, "reference_tolerance": round(reference_tol, 6),
+        "cached_vs_full": cached_vs_full.summary(), "padded_vs_single": padded_vs_single.summary(),
+        "batched_decode_vs_reference": batched_decode.summary(),
+        "consistency_tolerance": round(consistency_tol, 6), "all_finite": all_finite,
+        "generated": generated, "ok": not failures, "failures": failures,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# tiny: a small random llama GGUF for tests
+# ----------------------------------------------------------------------------------------------
+
+TINY_CORPUS = """\
+The quick brown fox jumps over the lazy dog. A small model learns to write code, one token at a time.
+def reverse_string(text):
+    return text[::-1]
+
+def add(a, b):
+    return a + b
+
+class Counter:
+    def __init__(self):
+        self.count = 0
+
+    def increment(self):
+        self.count += 1
+        return self.count
+
+for index in range(10):
+    print(index, reverse_string("hello world"))
+
+The agent reads the task, edits the file, runs the tests and reports the result.
+If the tests fail, the agent reads the error message and tries again.
+"""
+
+TINY_HPARAMS = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 128,
+                "context": 512, "rope_base": 10000.0, "eps": 1e-5, "merges": 300}
+TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def learn_bpe_merges(text: str, count: int) -> list[tuple[str, str]]:
+    """Greedy byte-level BPE training on text (ties broken lexicographically, deterministic)."""
+    byte_to_char = bytes_to_unicode()
+    # A rough stdlib stand-in for the pre-tokenizer: merges only need to be plausible.
+    words: dict[tuple[str, ...], int] = {}
+    for piece in re.findall(r" ?[^\W\d_]+| ?\d| ?[^\s\w]+|\s+", text):
+        symbols = tuple(byte_to_char[b] for b in piece.encode("utf-8"))
+        words[symbols] = words.get(symbols, 0) + 1
+    merges: list[tuple[str, str]] = []
+    known = set(byte_to_char.values())
+    while len(merges) < count:
+        pairs: dict[tuple[str, str], int] = {}
+        for word, frequency in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] = pairs.get(pair, 0) + frequency
+        if not pairs:
+            break
+        best = min(pairs, key=lambda pair: (-pairs[pair], pair))
+        merged_symbol = best[0] + best[1]
+        new_words = {}
+        for word, frequency in words.items():
+            out, index = [], 0
+            while index < len(word):
+                if index + 1 < len(word) and (word[index], word[index + 1]) == best:
+                    out.append(merged_symbol)
+                    index += 2
+                else:
+                    out.append(word[index])
+                    index += 1
+            new_words[tuple(out)] = new_words.get(tuple(out), 0) + frequency
+        words = new_words
+        if merged_symbol not in known:  # a second route to an existing token adds nothing
+            known.add(merged_symbol)
+            merges.append(best)
+    return merges
+
+
+def write_tiny_gguf(path: Path, seed: int) -> None:
+    """A 2-layer random llama GGUF with SmolLM2's metadata keys and tensor types."""
+    gguf = _gguf()
+    quant = gguf.GGMLQuantizationType
+    hp = TINY_HPARAMS
+    head_dim = hp["hidden"] // hp["heads"]
+    byte_to_char = bytes_to_unicode()
+    merges = learn_bpe_merges(TINY_CORPUS, hp["merges"])
+    tokens = list(TINY_SPECIAL_TOKENS) + [byte_to_char[b] for b in range(256)]
+    tokens += [first + second for first, second in merges]
+    token_types = [TOKEN_TYPE_CONTROL] * len(TINY_SPECIAL_TOKENS)
+    token_types += [TOKEN_TYPE_NORMAL] * (len(tokens) - len(TINY_SPECIAL_TOKENS))
+    vocab_size = len(tokens)
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_type("model")
+    writer.add_name("FrogNano tiny random llama")
+    writer.add_block_count(hp["layers"])
+    writer.add_context_length(hp["context"])
+    writer.add_embedding_length(hp["hidden"])
+    writer.add_feed_forward_length(hp["ffn"])
+    writer.add_head_count(hp["heads"])
+    writer.add_head_count_kv(hp["kv_heads"])
+    writer.add_rope_freq_base(hp["rope_base"])
+    writer.add_layer_norm_rms_eps(hp["eps"])
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_1)
+    writer.add_vocab_size(vocab_size)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_add_space_prefix(False)
+    writer.add_add_bos_token(False)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("smollm")
+    writer.add_token_list(tokens)
+    writer.add_token_types(token_types)
+    writer.add_token_merges([f"{first} {second}" for first, second in merges])
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_pad_token_id(2)
+    writer.add_chat_template(CHATML_TEMPLATE)
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    rng = np.random.default_rng(seed)
+
+    def normal(shape, std):
+        return rng.normal(0.0, std, size=shape).astype(np.float32)
+
+    def add_quantized(name, values, qtype):
+        writer.add_tensor(name, gguf.quants.quantize(values, qtype), raw_dtype=qtype)
+
+    hidden, ffn, heads, kv_heads = hp["hidden"], hp["ffn"], hp["heads"], hp["kv_heads"]
+    # Embedding std 0.4 gives (tied) logits with std ~ 0.4 * sqrt(hidden) ~ 3: clear argmaxes.
+    add_quantized("token_embd.weight", normal((vocab_size, hidden), 0.4), quant.Q8_0)
+    for layer in range(hp["layers"]):
+        p = f"blk.{layer}."
+        writer.add_tensor(p + "attn_norm.weight", 1.0 + normal((hidden,), 0.1))
+        # Q/K std 0.2: attention scores of order 1-3, so the attention pattern (and thus rotary)
+        # really shapes the output. Rows are random, so they are "already" in GGUF order.
+        add_quantized(p + "attn_q.weight", normal((heads * head_dim, hidden), 0.2), quant.Q4_1)
+        add_quantized(p + "attn_k.weight", normal((kv_heads * head_dim, hidden), 0.2), quant.Q4_1)
+        add_quantized(p + "attn_v.weight", normal((kv_heads * head_dim, hidden), hidden ** -0.5), quant.Q4_1)
+        add_quantized(p + "attn_output.weight", normal((hidden, heads * head_dim), hidden ** -0.5), quant.Q4_1)
+        writer.add_tensor(p + "ffn_norm.weight", 1.0 + normal((hidden,), 0.1))
+        add_quantized(p + "ffn_gate.weight", normal((ffn, hidden), hidden ** -0.5), quant.Q4_1)
+        add_quantized(p + "ffn_up.weight", normal((ffn, hidden), hidden ** -0.5), quant.Q4_1)
+        add_quantized(p + "ffn_down.weight", normal((hidden, ffn), ffn ** -0.5), quant.Q4_1)
+    writer.add_tensor("output_norm.weight", 1.0 + normal((hidden,), 0.1))
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def make_tiny(out_dir: Path, seed: int) -> dict:
+    started = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gguf_path = out_dir / "tiny.gguf"
+    log(f"writing {gguf_path}")
+    write_tiny_gguf(gguf_path, seed)
+    summary = convert(gguf_path, out_dir, ["fp32", "int4"])
+    summary.update({"command": "tiny", "gguf": str(gguf_path),
+                    "seconds": round(time.perf_counter() - started, 2)})
+    return summary
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI
+# ----------------------------------------------------------------------------------------------
+
+
+def parse_rows(text: str) -> list[list[int]]:
+    """'1,2,3;4,5,6' -> [[1, 2, 3], [4, 5, 6]]."""
+    return [[int(token) for token in row.split(",") if token.strip()]
+            for row in text.split(";") if row.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    convert_cmd = commands.add_parser("convert", help="GGUF -> ONNX model folders")
+    convert_cmd.add_argument("--gguf", type=Path, required=True)
+    convert_cmd.add_argument("--out", type=Path, required=True)
+    convert_cmd.add_argument("--precision", default="fp32,int4", help="comma list of fp32,int4")
+
+    tiny_cmd = commands.add_parser("tiny", help="write and convert a tiny random llama GGUF")
+    tiny_cmd.add_argument("--out", type=Path, required=True)
+    tiny_cmd.add_argument("--seed", type=int, default=0)
+
+    reference_cmd = commands.add_parser("reference", help="numpy reference logits")
+    reference_cmd.add_argument("--gguf", type=Path, required=True)
+    reference_cmd.add_argument("--ids", required=True, help="rows of equal length: 1,2,3;4,5,6")
+    reference_cmd.add_argument("--out", type=Path, help="save logits [rows, seq, vocab] as .npy")
+
+    check_cmd = commands.add_parser("check", help="compare an ONNX folder with the reference")
+    check_cmd.add_argument("--gguf", type=Path, required=True)
+    check_cmd.add_argument("--model-dir", type=Path, required=True)
+    check_cmd.add_argument("--ids", help="rows (any lengths): 1,2,3;4,5; default: built-in prompts")
+    check_cmd.add_argument("--decode-steps", type=int, default=4)
+
+    generate_cmd = commands.add_parser("generate", help="greedy chat generation (sanity tool)")
+    generate_cmd.add_argument("--model-dir", type=Path, required=True)
+    generate_cmd.add_argument("--prompt", required=True)
+    generate_cmd.add_argument("--system", help="optional system message")
+    generate_cmd.add_argument("--raw", action="store_true", help="no ChatML, continue the text")
+    generate_cmd.add_argument("--max-new", type=int, default=40)
+
+    args = parser.parse_args(argv)
+    exit_code = 0
+    if args.command == "convert":
+        summary = convert(args.gguf, args.out, [p.strip() for p in args.precision.split(",") if p.strip()])
+    elif args.command == "tiny":
+        summary = make_tiny(args.out, args.seed)
+    elif args.command == "reference":
+        started = time.perf_counter()
+        logits = ReferenceLlama(args.gguf).logits(parse_rows(args.ids))
+        if args.out:
+            np.save(args.out, logits)
+        summary = {"command": "reference", "shape": list(logits.shape),
+                   "last_argmax": np.argmax(logits[:, -1], axis=-1).tolist(),
+                   "out": str(args.out) if args.out else None,
+                   "seconds": round(time.perf_counter() - started, 2)}
+    elif args.command == "check":
+        summary = run_check(args.gguf, args.model_dir, parse_rows(args.ids) if args.ids else None,
+                            args.decode_steps)
+        exit_code = 0 if summary["ok"] else 1
+    else:
+        started = time.perf_counter()
+        tokenizer = ByteLevelBpeTokenizer.from_file(args.model_dir / "tokenizer.json")
+        decoder = OnnxDecoder(args.model_dir)
+        if args.raw:
+            text = args.prompt
+        else:
+            messages = ([{"role": "system", "content": args.system}] if args.system else [])
+            text = render_chatml(messages + [{"role": "user", "content": args.prompt}])
+        prompt_ids = tokenizer.encode(text)
+        eos = decoder.config.get("eos_token_id")
+        stop_ids = set(eos if isinstance(eos, list) else [eos])
+        generated = greedy_generate(decoder, prompt_ids, args.max_new, stop_ids)
+        summary = {"command": "generate", "prompt_tokens": len(prompt_ids), "ids": generated,
+                   "text": tokenizer.decode(generated), "seconds": round(time.perf_counter() - started, 2)}
+    print(json.dumps(summary))
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

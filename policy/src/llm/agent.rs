@@ -1,0 +1,215 @@
+//! [`OnnxPolicy`]: a local language model acting through the environment's tool protocol.
+//!
+//! Each episode becomes a chat: a system prompt, the environment's first observation (problem
+//! statement, repository map and the command grammar) as the user's message, then one assistant
+//! message per action and one user message per observation. The model's reply is the action
+//! (`Action::Text`); the environment parses it with its grammar and answers malformed replies
+//! with an error observation the model sees next turn. All episodes of an `act` call are
+//! generated as one left-padded batch.
+
+use std::path::Path;
+
+use frognano_core::{Action, Policy, PolicyContext, PolicyOutput};
+use serde::{Deserialize, Serialize};
+
+use super::error::{InferenceError, Result};
+use super::generate::{GenerationOptions, generate};
+use super::model::{DecoderModel, ModelOptions};
+use super::tokenizer::{ChatMessage, TextCodec};
+
+/// The system prompt used unless the configuration gives another.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful software engineer fixing a bug in a \
+Python repository. You work only through the commands described in the task. Each reply is \
+exactly one command. Look at the failing tests and the code first, make a small edit, run the \
+tests, and submit when they pass.";
+
+/// How an [`OnnxPolicy`] prompts and samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OnnxPolicyConfig {
+    /// Sampling options of each reply (default: greedy, 384 tokens).
+    pub generation: GenerationOptions,
+    /// The system prompt (default: [`DEFAULT_SYSTEM_PROMPT`]).
+    pub system_prompt: Option<String>,
+    /// Longest prompt in tokens; older turns are dropped to fit (0: the model's context minus
+    /// the reply budget).
+    pub max_prompt_tokens: usize,
+    /// ONNX Runtime threads (0: one per core).
+    pub intra_threads: usize,
+}
+
+impl Default for OnnxPolicyConfig {
+    fn default() -> Self {
+        OnnxPolicyConfig {
+            generation: GenerationOptions::greedy(384),
+            system_prompt: None,
+            max_prompt_tokens: 0,
+            intra_threads: 0,
+        }
+    }
+}
+
+/// A policy backed by a local ONNX decoder model.
+#[derive(Debug)]
+pub struct OnnxPolicy {
+    model: DecoderModel,
+    codec: TextCodec,
+    config: OnnxPolicyConfig,
+    calls: u64,
+}
+
+fn action_text(action: &Action) -> String {
+    match action {
+        Action::Text { text } => text.clone(),
+        Action::Tool(call) => serde_json::to_string(call).unwrap_or_default(),
+    }
+}
+
+impl OnnxPolicy {
+    /// Loads the model folder `dir` (see [`super::model`] for the layouts read).
+    pub fn load(dir: &Path, config: OnnxPolicyConfig) -> Result<Self> {
+        config.generation.validate()?;
+        let model = DecoderModel::load(
+            dir,
+            &ModelOptions {
+                intra_threads: config.intra_threads,
+                runtime_library: None,
+            },
+        )?;
+        let codec = TextCodec::load(dir)?;
+        if !codec.has_chat_template() {
+            return Err(InferenceError::model(
+                dir,
+                "no chat template (tokenizer_config.json chat_template or chat_template.jinja); \
+                 the policy prompts an instruction-tuned chat model",
+            ));
+        }
+        Ok(OnnxPolicy {
+            model,
+            codec,
+            config,
+            calls: 0,
+        })
+    }
+
+    /// The model.
+    pub fn model(&mut self) -> &mut DecoderModel {
+        &mut self.model
+    }
+
+    /// The tokenizer and chat template.
+    pub fn codec(&self) -> &TextCodec {
+        &self.codec
+    }
+
+    /// The chat of an episode, with its oldest `skip_turns` turns left out.
+    pub fn messages(&self, context: &PolicyContext, skip_turns: usize) -> Vec<ChatMessage> {
+        let system = self
+            .config
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+        let mut messages = vec![
+            ChatMessage::new("system", system),
+            ChatMessage::new("user", context.initial.text.clone()),
+        ];
+        if skip_turns > 0 {
+            messages.push(ChatMessage::new(
+                "user",
+                format!("({skip_turns} earlier turns omitted to fit the context.)"),
+            ));
+        }
+        for turn in context.history.iter().skip(skip_turns) {
+            messages.push(ChatMessage::new("assistant", action_text(&turn.action)));
+            messages.push(ChatMessage::new("user", turn.observation.text.clone()));
+        }
+        messages
+    }
+
+    fn prompt_budget(&self) -> usize {
+        let context = self.model.config.context_length;
+        let reply = self.config.generation.max_new_tokens.min(context / 2);
+        let budget = context - reply;
+        if self.config.max_prompt_tokens == 0 {
+            budget
+        } else {
+            self.config.max_prompt_tokens.min(budget)
+        }
+    }
+
+    /// Prompt token ids of an episode, dropping the oldest turns (then the end of the first
+    /// observation) until it fits the prompt budget.
+    pub fn prompt_ids(&self, context: &PolicyContext) -> Result<Vec<u32>> {
+        let budget = self.prompt_budget();
+        let mut skip = 0;
+        loop {
+            let text = self
+                .codec
+                .render_chat(&self.messages(context, skip), true)?;
+            let ids = self.codec.encode(&text)?;
+            if ids.len() <= budget {
+                return Ok(ids);
+            }
+            if skip < context.history.len() {
+                skip += 1;
+                continue;
+            }
+            // Even the first observation alone is too long: keep its beginning.
+            let mut shortened = context.clone();
+            shortened.history.clear();
+            let keep = shortened.initial.text.len() * budget / ids.len().max(1) * 9 / 10;
+            let mut cut = keep.min(shortened.initial.text.len());
+            while !shortened.initial.text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            shortened.initial.text.truncate(cut);
+            shortened.initial.text.push_str("\n[truncated]");
+            let text = self
+                .codec
+                .render_chat(&self.messages(&shortened, 0), true)?;
+            let ids = self.codec.encode(&text)?;
+            return if ids.len() <= budget {
+                Ok(ids)
+            } else {
+                Err(InferenceError::InvalidRequest(format!(
+                    "the prompt does not fit in {budget} tokens even truncated"
+                )))
+            };
+        }
+    }
+
+    /// Replies to several episodes at once (one batch).
+    pub fn reply(&mut self, contexts: &[PolicyContext]) -> Result<Vec<PolicyOutput>> {
+        let prompts = contexts
+            .iter()
+            .map(|c| self.prompt_ids(c))
+            .collect::<Result<Vec<_>>>()?;
+        let options = GenerationOptions {
+            // A different stream per call, still reproducible from the configured seed.
+            seed: self.config.generation.seed.wrapping_add(self.calls),
+            ..self.config.generation.clone()
+        };
+        self.calls += 1;
+        let (generations, _) = generate(&mut self.model, &self.codec, &prompts, &options)?;
+        Ok(generations
+            .into_iter()
+            .map(|g| PolicyOutput {
+                action: Action::Text { text: g.text },
+                decision: Some(serde_json::json!({
+                    "prompt_tokens": g.prompt_tokens,
+                    "finish_reason": g.finish_reason,
+                    "temperature": options.temperature,
+                })),
+                logprobs: g.logprobs,
+                token_ids: Some(g.token_ids),
+                loss_mask: None,
+            })
+            .collect())
+    }
+}
+
+impl Policy for OnnxPolicy {
+    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
+        Ok(self.reply(contexts)?)
+    }
+}
