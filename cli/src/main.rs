@@ -11,6 +11,7 @@ use frognano_core::{Limits, RunOutcome, TestReport};
 use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
+mod agent;
 mod eval;
 mod models;
 // Learning-curve charts; the training command that calls it comes later.
@@ -55,6 +56,8 @@ enum Commands {
     /// Local models: install the inference environment, fetch and convert models.
     #[command(subcommand)]
     Models(models::ModelsCommand),
+    /// Let a local model fix a repository's failing tests in the sandbox; prints the diff.
+    Agent(agent::AgentArgs),
     /// Generate text with a local model (batched, with per-token log-probs in --json).
     Generate(models::GenerateArgs),
     /// Benchmarks.
@@ -177,6 +180,7 @@ fn main() -> ExitCode {
         Commands::Train(args) => train::train(&args),
         Commands::Models(command) => models::models(&command),
         Commands::Generate(args) => models::generate_command(&args),
+        Commands::Agent(args) => agent::agent(&args),
         Commands::Bench(BenchCommand::Curriculum(args)) => train::bench_curriculum(&args),
     };
     match result {
