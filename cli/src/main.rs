@@ -12,6 +12,7 @@ use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod agent;
+mod bench_policy;
 mod eval;
 mod models;
 // Learning-curve charts; the training command that calls it comes later.
@@ -137,6 +138,10 @@ enum BenchCommand {
     /// Frontier synthesis vs a static curriculum (and easy-to-hard): same policy
     /// initialisation and rollout budget, several seeds, completion on one held-out set.
     Curriculum(train::BenchCurriculumArgs),
+    /// Local model generation speed and memory against onnxruntime-genai on the same model.
+    Policy(bench_policy::BenchPolicyArgs),
+    #[command(hide = true)]
+    PolicyWorker(bench_policy::PolicyWorkerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -182,6 +187,8 @@ fn main() -> ExitCode {
         Commands::Generate(args) => models::generate_command(&args),
         Commands::Agent(args) => agent::agent(&args),
         Commands::Bench(BenchCommand::Curriculum(args)) => train::bench_curriculum(&args),
+        Commands::Bench(BenchCommand::Policy(args)) => bench_policy::bench_policy(&args),
+        Commands::Bench(BenchCommand::PolicyWorker(args)) => bench_policy::worker(&args),
     };
     match result {
         Ok(code) => code,

@@ -64,7 +64,8 @@ fn cached_decoding_matches_full_recomputation() {
             stop_token_ids: Some(Vec::new()),
             ..GenerationOptions::greedy(24)
         };
-        let (out, _) = generate(&mut model, &codec, &[prompt.clone()], &options).expect("generate");
+        let (out, _) = generate(&mut model, &codec, std::slice::from_ref(&prompt), &options)
+            .expect("generate");
         let generation = &out[0];
         assert_eq!(generation.token_ids.len(), 24);
         assert_eq!(generation.finish_reason, FinishReason::Length);
@@ -247,7 +248,7 @@ fn sampling_is_seeded_and_stop_strings_cut_the_text() {
             stop_token_ids: Some(Vec::new()),
             ..GenerationOptions::default()
         };
-        generate(model, &codec, &[prompt.clone()], &options)
+        generate(model, &codec, std::slice::from_ref(&prompt), &options)
             .expect("generate")
             .0
             .remove(0)
@@ -263,7 +264,8 @@ fn sampling_is_seeded_and_stop_strings_cut_the_text() {
         stop_token_ids: Some(Vec::new()),
         ..GenerationOptions::greedy(30)
     };
-    let (full, _) = generate(&mut model, &codec, &[prompt.clone()], &options).expect("greedy");
+    let (full, _) =
+        generate(&mut model, &codec, std::slice::from_ref(&prompt), &options).expect("greedy");
     let text = &full[0].text;
     let chars: Vec<char> = text.chars().collect();
     assert!(chars.len() > 6, "greedy text too short to cut: {text:?}");

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod assets;
+pub mod bench;
 pub mod error;
 pub mod generate;
 pub mod model;

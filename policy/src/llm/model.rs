@@ -345,15 +345,7 @@ impl DecoderModel {
                 }
             }
         }
-        let weight_bytes = std::fs::read_dir(dir)
-            .map_err(InferenceError::io(format!("list {}", dir.display())))?
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                let name = e.file_name().to_string_lossy().to_string();
-                name.ends_with(".onnx") || name.ends_with(".onnx.data") || name.ends_with(".data")
-            })
-            .filter_map(|e| e.metadata().ok().map(|m| m.len()))
-            .sum();
+        let weight_bytes = Self::weight_file_bytes(dir)?;
         Ok(DecoderModel {
             dir: dir.to_path_buf(),
             has_attention_mask: input_names.iter().any(|n| n == "attention_mask"),
@@ -364,6 +356,19 @@ impl DecoderModel {
             present_outputs,
             weight_bytes,
         })
+    }
+
+    /// Bytes of the model's ONNX files (graph and external weights) in `dir`.
+    pub fn weight_file_bytes(dir: &Path) -> Result<u64> {
+        Ok(std::fs::read_dir(dir)
+            .map_err(InferenceError::io(format!("list {}", dir.display())))?
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                name.ends_with(".onnx") || name.ends_with(".onnx.data") || name.ends_with(".data")
+            })
+            .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+            .sum())
     }
 
     /// Whether the graph takes explicit positions (needed for left-padded batches).
