@@ -10,6 +10,7 @@ use frognano_sandbox::{Sandbox, SandboxOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::llm::{PyOnnxPolicy, policy_from_spec};
 use crate::{PySandbox, run_interruptibly, to_py_err};
 
 pub(crate) fn error_class(py: Python<'_>, class: &str, message: String) -> PyErr {
@@ -472,16 +473,12 @@ impl Policy for PyPolicy {
     }
 }
 
-fn builtin_policy(py: Python<'_>, spec: &str, tasks: &[Task]) -> PyResult<Box<dyn Policy>> {
-    frognano_policy::baseline(spec, tasks)
-        .map_err(|e| error_class(py, "InvalidArgumentError", e.to_string()))
-}
-
 /// evaluate(tasks, policy="oracle", *, sandbox=None, workers=None, max_steps=30, out=None)
 ///     -> (summary, records)
 ///
-/// Runs `policy` on every task through an EnvPool: "oracle", "noop", "random[:SEED]", or any
-/// object with `act(contexts) -> actions`. Returns the summary dict (resolved_rate,
+/// Runs `policy` on every task through an EnvPool: "oracle", "noop", "random[:SEED]",
+/// "onnx:MODEL" (a local model folder or registry name), an OnnxPolicy, or any object with
+/// `act(contexts) -> actions`. Returns the summary dict (resolved_rate,
 /// recovery_rate, mean_steps, steps_per_s, ...) and the episode records; `out` also writes
 /// them as JSONL.
 #[pyfunction]
@@ -500,10 +497,11 @@ fn evaluate<'py>(
         return Err(error_class(py, "InvalidArgumentError", "no tasks".into()));
     }
     let mut policy: Box<dyn Policy> = match &policy {
-        None => builtin_policy(py, "oracle", &tasks)?,
-        Some(p) => match p.extract::<String>() {
-            Ok(spec) => builtin_policy(py, &spec, &tasks)?,
-            Err(_) => Box::new(PyPolicy {
+        None => policy_from_spec(py, "oracle", &tasks)?,
+        Some(p) => match (p.cast::<PyOnnxPolicy>(), p.extract::<String>()) {
+            (Ok(onnx), _) => onnx.get().shared(),
+            (_, Ok(spec)) => policy_from_spec(py, &spec, &tasks)?,
+            _ => Box::new(PyPolicy {
                 object: p.clone().unbind(),
             }),
         },

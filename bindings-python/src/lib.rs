@@ -17,6 +17,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 mod env;
+mod llm;
 mod synth;
 mod train;
 
@@ -246,7 +247,7 @@ struct PySandbox {
     pub(crate) inner: Arc<Sandbox>,
 }
 
-fn progress_printer(progress: Option<Py<PyAny>>) -> impl Fn(&str) + Sync {
+pub(crate) fn progress_printer(progress: Option<Py<PyAny>>) -> impl Fn(&str) + Sync {
     move |message: &str| match &progress {
         Some(callback) => Python::attach(|py| {
             // A failing callback must not abort setup; report it like Python would.
@@ -421,5 +422,6 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     env::register(m)?;
     synth::register(m)?;
     train::register(m)?;
+    llm::register(m)?;
     Ok(())
 }

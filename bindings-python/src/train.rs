@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use crate::env::{
     env_err, error_class, from_py_json, outputs_from_py, sandbox_of, tasks_from_py, to_py,
 };
+use crate::llm::{PyOnnxPolicy, policy_from_spec};
 use crate::synth::synth_err;
 use crate::{PySandbox, run_interruptibly};
 
@@ -117,7 +118,7 @@ fn map_of(value: Value) -> serde_json::Map<String, Value> {
 /// A policy output as Python sees it: the action as a command string or a tool-call dict
 /// (`{"name", "arguments"}`, what `RepoEnv.step` and a Python policy's `act` take), with the
 /// log-probabilities and the recorded decision.
-fn output_json(output: &PolicyOutput) -> Value {
+pub(crate) fn output_json(output: &PolicyOutput) -> Value {
     let action = match &output.action {
         Action::Text { text } => json!(text),
         Action::Tool(call) => json!({"name": call.name, "arguments": call.arguments}),
@@ -432,6 +433,15 @@ fn learning_policy(
     if let Ok(repair) = policy.cast::<PyRepairPolicy>() {
         return Ok(Box::new(SharedRepair(repair.get().inner.clone())));
     }
+    if policy.cast::<PyOnnxPolicy>().is_ok() {
+        return Err(invalid(
+            py,
+            "an OnnxPolicy acts but does not learn: hand the trainer an object whose \
+             act(contexts) calls the OnnxPolicy and whose learn(batch) updates your model \
+             (GrpoTrainer.evaluate takes an OnnxPolicy as it is)"
+                .into(),
+        ));
+    }
     if policy.hasattr("act")? && policy.hasattr("learn")? {
         return Ok(Box::new(PyAgent {
             object: policy.clone().unbind(),
@@ -448,8 +458,8 @@ fn learning_policy(
     ))
 }
 
-/// A policy to evaluate: a `RepairPolicy` object, a baseline name ("oracle", "noop",
-/// "random[:SEED]") or an object with `act`.
+/// A policy to evaluate: a `RepairPolicy` or `OnnxPolicy` object, a name ("oracle", "noop",
+/// "random[:SEED]", "onnx:MODEL") or an object with `act`.
 fn acting_policy(
     py: Python<'_>,
     policy: &Bound<'_, PyAny>,
@@ -459,8 +469,11 @@ fn acting_policy(
     if let Ok(repair) = policy.cast::<PyRepairPolicy>() {
         return Ok(Box::new(SharedRepair(repair.get().inner.clone())));
     }
+    if let Ok(onnx) = policy.cast::<PyOnnxPolicy>() {
+        return Ok(onnx.get().shared());
+    }
     if let Ok(spec) = policy.extract::<String>() {
-        return frognano_policy::baseline(&spec, tasks).map_err(|e| invalid(py, e.to_string()));
+        return policy_from_spec(py, &spec, tasks);
     }
     if policy.hasattr("act")? {
         return Ok(Box::new(PyAgent {
@@ -1251,8 +1264,9 @@ impl PyGrpoTrainer {
     /// evaluate(policy, tasks) -> (summary, records)
     ///
     /// Rolls `policy` out once on each task in the trainer's pool (no learning). policy: a
-    /// RepairPolicy (as configured: call set_greedy(True) for greedy evaluation), a baseline
-    /// name ("oracle", "noop", "random[:SEED]") or an object with act(contexts).
+    /// RepairPolicy (as configured: call set_greedy(True) for greedy evaluation), an
+    /// OnnxPolicy, a name ("oracle", "noop", "random[:SEED]", "onnx:MODEL") or an object with
+    /// act(contexts).
     fn evaluate<'py>(
         &self,
         py: Python<'py>,

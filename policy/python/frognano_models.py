@@ -63,9 +63,12 @@ ONNX_IR_VERSION = 8  # the IR version that goes with opset 17; keeps older onnxr
 # small enough that adding it twice can never overflow to -inf (which would turn into NaN).
 MASK_VALUE = -1.0e9
 
-INT4_BLOCK_SIZE = 32
+INT4_BLOCK_SIZE = 32  # also the block size of ggml's Q4_0, Q4_1 and Q8_0
 INT4_IS_SYMMETRIC = False
 INT4_ACCURACY_LEVEL = 4  # MatMulNBits computes with int8-quantized activations
+# "gguf": carry the GGUF's own 4/8-bit blocks over (exact weights, see quantize_int4_from_gguf);
+# "rtn": onnxruntime's MatMulNBitsQuantizer re-rounds the dequantized fp32 weights to 4 bits.
+INT4_METHODS = ("gguf", "rtn")
 
 # Tolerances used by `check`. Measured values (SmolLM2-135M-Instruct Q4_1 / `tiny`, default
 # check prompts) are in brackets.
@@ -74,23 +77,28 @@ INT4_ACCURACY_LEVEL = 4  # MatMulNBits computes with int8-quantized activations
 #   Same weights, so only float32 rounding differs.
 # * Consistency of one model with itself (KV-cached decoding vs full recomputation, left-padded
 #   batch vs single rows): fp32 max |diff| <= CONSISTENCY_REL_TOL * logit_scale [7.3e-5 / 1.3e-5].
-#   int4 uses INT4_CONSISTENCY_REL_TOL [1.33 of 44 / 8e-6 of 15] and needs argmax agreement
-#   >= INT4_MIN_CONSISTENCY_ARGMAX [0.97 / 1.0]: with accuracy_level 4, MatMulNBits quantizes
-#   activations to int8 along different kernel paths for one row and for many, so the logits of a
-#   token depend a little on how it was batched.
-# * int4 vs the reference: MatMulNBits' integer zero points cannot hold Q4_1's float block
-#   minimum, so every 32-weight block moves by up to half a quantization step (RMS 0.29 step,
-#   i.e. a second 4-bit rounding), and the Q8_0 lm-head drops to 4 bits. Required: top-1 agreement
-#   >= INT4_MIN_ARGMAX_AGREEMENT [0.57 / 0.56], the int4 argmax within the reference's top 5 at
-#   >= INT4_MIN_TOP5_AGREEMENT of the positions [0.91 / 0.87], and
-#   max |diff| <= INT4_REL_TOL * logit_scale [0.54 / 0.40]. A broken graph scores near 0.
+#   int4 uses INT4_CONSISTENCY_REL_TOL and needs argmax agreement >= INT4_MIN_CONSISTENCY_ARGMAX
+#   [gguf: 1.29 of 44, argmax 0.97 / 8e-6; rtn: 1.33, argmax 0.97 / 8e-6]: with accuracy_level 4,
+#   MatMulNBits quantizes activations to int8 along different kernel paths for one row and for
+#   many, so the logits of a token depend a little on how it was batched.
+# * int4 vs the reference, per int4 method (INT4_TOLERANCES): top-1 agreement >= min_argmax, the
+#   int4 argmax within the reference's top 5 at >= min_top5 of the positions, and
+#   max |diff| <= rel_tol * logit_scale.
+#   - "gguf" keeps the GGUF's weights exactly; only the int8 activations differ (as in llama.cpp,
+#     which is as far from the reference) [argmax 0.97 / 0.96, top-5 1.0 / 1.0,
+#     max |diff| 0.042 / 0.034 of logit_scale].
+#   - "rtn" re-rounds: MatMulNBits' integer zero points cannot hold Q4_1's float block minimum, so
+#     every 32-weight block moves by up to half a step (RMS 0.29 step, a second 4-bit rounding),
+#     and the Q8_0 lm-head drops to 4 bits [argmax 0.57 / 0.56, top-5 0.91 / 0.87,
+#     max |diff| 0.54 / 0.40 of logit_scale]. A broken graph scores near 0 on both.
 FP32_REL_TOL = 1e-3
 CONSISTENCY_REL_TOL = 1e-3
 INT4_CONSISTENCY_REL_TOL = 0.08
 INT4_MIN_CONSISTENCY_ARGMAX = 0.90
-INT4_MIN_ARGMAX_AGREEMENT = 0.45
-INT4_MIN_TOP5_AGREEMENT = 0.80
-INT4_REL_TOL = 0.75
+INT4_TOLERANCES = {
+    "gguf": {"rel_tol": 0.10, "min_argmax": 0.85, "min_top5": 0.97},
+    "rtn": {"rel_tol": 0.75, "min_argmax": 0.45, "min_top5": 0.80},
+}
 
 # llama.cpp token types (gguf.TokenType)
 TOKEN_TYPE_NORMAL = 1
@@ -258,6 +266,15 @@ def rotary_tables(hp: LlamaHParams) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LinearSource:
+    """How a MatMul weight initializer (W^T) was derived from a GGUF tensor W [out, in]."""
+
+    gguf_name: str
+    rotary_heads: int = 0  # > 0: rows un-permuted with gguf_rows_to_rotate_half_rows
+    scale: float = 1.0
+
+
 class GraphBuilder:
     """Accumulates ONNX nodes and initializers under unique, readable names."""
 
@@ -269,6 +286,8 @@ class GraphBuilder:
         self.initializers = []
         self._used_names: set[str] = set()
         self._constants: dict[tuple, str] = {}
+        # MatMul weight initializer -> where its values came from in the GGUF (for int4 "gguf").
+        self.linear_sources: dict[str, LinearSource] = {}
 
     def unique_name(self, hint: str) -> str:
         name, counter = hint, 1
@@ -352,7 +371,10 @@ def _attention_bias(g: GraphBuilder) -> str:
 
 
 def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metadata: dict[str, str]):
-    """Builds the fp32 ONNX decoder (see the module docstring for its inputs and outputs)."""
+    """Builds the fp32 ONNX decoder (see the module docstring for its inputs and outputs).
+
+    Returns (model, linear_sources): the MatMul weight initializers' GGUF origins.
+    """
     from onnx import TensorProto, helper  # noqa: PLC0415
 
     g = GraphBuilder()
@@ -398,7 +420,9 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
                 weight = gguf_rows_to_rotate_half_rows(weight, rotary_heads)
             if scale != 1.0:
                 weight = weight * np.float32(scale)
-            return g.initializer(f"{_hf}.{hf_name}.weight_t", weight.T)
+            name = g.initializer(f"{_hf}.{hf_name}.weight_t", weight.T)
+            g.linear_sources[name] = LinearSource(_gguf_prefix + gguf_name, rotary_heads, scale)
+            return name
 
         def linear(x: str, weight: str, name: str) -> str:
             return g.node("MatMul", [x, weight], name)
@@ -457,9 +481,10 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
                        hp.rms_norm_eps, "model/norm")
     # Tied embeddings: the lm-head gets its own transposed copy so that the int4 pass can quantize
     # it while the embedding Gather keeps an fp32 table.
-    lm_head = tensors.get("output.weight", embed_tokens)
-    g.node("MatMul", [normed, g.initializer("lm_head.weight_t", lm_head.T)], "lm_head",
-           outputs=["logits"])
+    lm_head_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
+    lm_head = g.initializer("lm_head.weight_t", tensors[lm_head_name].T)
+    g.linear_sources[lm_head] = LinearSource(lm_head_name)
+    g.node("MatMul", [normed, lm_head], "lm_head", outputs=["logits"])
 
     graph = helper.make_graph(g.nodes, "frognano_llama_decoder", graph_inputs, graph_outputs,
                               initializer=g.initializers)
@@ -467,11 +492,15 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
                               producer_name="frognano_models")
     model.ir_version = ONNX_IR_VERSION
     helper.set_model_props(model, metadata)
-    return model
+    return model, g.linear_sources
 
 
-def quantize_int4(model):
-    """Re-quantizes every constant-weight MatMul (incl. the lm-head) to MatMulNBits int4."""
+def quantize_int4_rtn(model):
+    """int4 method "rtn": onnxruntime's MatMulNBitsQuantizer over the fp32 weights.
+
+    Every constant-weight MatMul (incl. the lm-head) is re-rounded to 4 bits (block 32,
+    asymmetric, integer zero points, accuracy_level 4).
+    """
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer  # noqa: PLC0415
 
     # The quantizer logs one INFO line per node; keep stderr to our own progress lines.
@@ -480,6 +509,152 @@ def quantize_int4(model):
                                      accuracy_level=INT4_ACCURACY_LEVEL)
     quantizer.process()
     return quantizer.model.model
+
+
+@dataclass
+class NBitsWeight:
+    """A MatMulNBits weight (block size 32) whose dequantized values equal a GGUF tensor's."""
+
+    bits: int                     # 4 or 8
+    packed: np.ndarray            # uint8 [N, blocks, 32 * bits / 8]
+    scales: np.ndarray            # float32 [N * blocks]
+    zero_points: np.ndarray       # uint8; 4 bits: [N, ceil(blocks / 2)] two per byte; 8 bits: [N, blocks]
+    residual: np.ndarray | None   # float32 [blocks, N]: what the integer zero points miss, or None
+
+
+def _fp16_field(blocks: np.ndarray, offset: int) -> np.ndarray:
+    return blocks[..., offset:offset + 2].copy().view(np.float16)[..., 0].astype(np.float32)
+
+
+def _low_then_high_nibbles(quants: np.ndarray) -> np.ndarray:
+    """ggml Q4 blocks store element j in the low nibble of byte j and element 16 + j in its high one."""
+    return np.concatenate([quants & 0x0F, quants >> 4], axis=-1)
+
+
+def gguf_tensor_to_nbits(tensor, source: LinearSource) -> NBitsWeight | None:
+    """Carries a GGUF Q4_0 / Q4_1 / Q8_0 tensor's blocks into MatMulNBits without re-rounding.
+
+    Both formats use blocks of 32 consecutive input elements, so the GGUF codes are reused as is.
+    Q4_0 (d * (q - 8)) and Q8_0 (d * q) map exactly onto 4- and 8-bit blocks with integer zero
+    points 8 and 128. Q4_1 (d * q + m) has a float minimum m; with zp = round(-m / d) the blocks
+    hold d * (q - zp) and the remainder r = d * zp + m is one constant per block, so
+    x @ W^T = MatMulNBits(x) + block_sums(x) @ residual, which the graph adds back exactly.
+    Returns None for other tensor types.
+    """
+    quant = _gguf().GGMLQuantizationType
+    data = np.asarray(tensor.data)
+    rows = data.shape[0]
+    minimum = None
+    if tensor.tensor_type == quant.Q8_0:
+        blocks = data.reshape(rows, -1, 34)
+        scales = _fp16_field(blocks, 0)
+        codes = (blocks[..., 2:].copy().view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        zero_points = np.full(scales.shape, 128, dtype=np.uint8)
+        bits = 8
+    elif tensor.tensor_type == quant.Q4_0:
+        blocks = data.reshape(rows, -1, 18)
+        scales = _fp16_field(blocks, 0)
+        codes = _low_then_high_nibbles(blocks[..., 2:])
+        zero_points = np.full(scales.shape, 8, dtype=np.uint8)
+        bits = 4
+    elif tensor.tensor_type == quant.Q4_1:
+        blocks = data.reshape(rows, -1, 20)
+        scales, minimum = _fp16_field(blocks, 0), _fp16_field(blocks, 2)
+        codes = _low_then_high_nibbles(blocks[..., 4:])
+        safe_scales = np.where(scales == 0, 1.0, scales)
+        zero_points = np.clip(np.round(-minimum / safe_scales), 0, 15).astype(np.uint8)
+        bits = 4
+    else:
+        return None
+    if source.rotary_heads:
+        # The same row order as the fp32 path, by sending row indices through it.
+        order = gguf_rows_to_rotate_half_rows(np.arange(rows)[:, None], source.rotary_heads)[:, 0]
+        codes, scales, zero_points = codes[order], scales[order], zero_points[order]
+        minimum = None if minimum is None else minimum[order]
+    residual = None
+    if minimum is not None:
+        residual = np.ascontiguousarray(((scales * zero_points + minimum) * source.scale).T)
+    scales = (scales * np.float32(source.scale)).astype(np.float32)
+    if bits == 4:
+        packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+        block_count = zero_points.shape[1]
+        padded = np.zeros((rows, block_count + block_count % 2), dtype=np.uint8)
+        padded[:, :block_count] = zero_points
+        zero_points = (padded[:, 0::2] | (padded[:, 1::2] << 4)).astype(np.uint8)
+    else:
+        packed = codes
+    return NBitsWeight(bits, np.ascontiguousarray(packed), scales.reshape(-1),
+                       np.ascontiguousarray(zero_points), residual)
+
+
+def quantize_int4_from_gguf(model, reader, linear_sources: dict[str, LinearSource]):
+    """int4 method "gguf": every MatMul whose weight came from a Q4_0/Q4_1/Q8_0 GGUF tensor becomes
+    a MatMulNBits over that tensor's own blocks (see gguf_tensor_to_nbits), so the int4 model
+    computes the GGUF's weights exactly (activations still go through int8, accuracy_level 4).
+    SmolLM2's tied Q8_0 lm-head thus becomes an 8-bit MatMulNBits. MatMuls over other tensor
+    types are left to quantize_int4_rtn.
+    """
+    from onnx import helper, numpy_helper  # noqa: PLC0415
+
+    gguf_tensors = {tensor.name: tensor for tensor in reader.tensors}
+    graph = model.graph
+    nodes, initializers, replaced = [], [], set()
+    block_sums: dict[str, str] = {}
+    shared: dict[str, str] = {}
+
+    def add_initializer(name: str, array: np.ndarray) -> str:
+        initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def constant(name: str, values: list[int]) -> str:
+        if name not in shared:
+            shared[name] = add_initializer(name, np.asarray(values, dtype=np.int64))
+        return shared[name]
+
+    for node in graph.node:
+        source = linear_sources.get(node.input[1]) if node.op_type == "MatMul" else None
+        weight = gguf_tensor_to_nbits(gguf_tensors[source.gguf_name], source) if source else None
+        if weight is None:
+            nodes.append(node)
+            continue
+        activation, weight_name, output = node.input[0], node.input[1], node.output[0]
+        out_features, block_count = weight.packed.shape[0], weight.packed.shape[1]
+        nbits_output = output if weight.residual is None else f"{node.name}/nbits_out"
+        nodes.append(helper.make_node(
+            "MatMulNBits",
+            [activation, add_initializer(f"{weight_name}/nbits", weight.packed),
+             add_initializer(f"{weight_name}/scales", weight.scales),
+             add_initializer(f"{weight_name}/zero_points", weight.zero_points)],
+            [nbits_output], name=f"{node.name}/nbits", domain="com.microsoft",
+            K=block_count * INT4_BLOCK_SIZE, N=out_features, bits=weight.bits,
+            block_size=INT4_BLOCK_SIZE, accuracy_level=INT4_ACCURACY_LEVEL))
+        if weight.residual is not None:
+            if activation not in block_sums:  # shared by q/k/v and by gate/up
+                blocked = f"{activation}/blocks"
+                shape = constant(f"int4/block_shape_{block_count}", [0, 0, block_count, INT4_BLOCK_SIZE])
+                nodes.append(helper.make_node("Reshape", [activation, shape], [blocked], name=blocked))
+                block_sums[activation] = f"{activation}/block_sums"
+                nodes.append(helper.make_node("ReduceSum", [blocked, constant("int4/last_axis", [-1])],
+                                              [block_sums[activation]], name=block_sums[activation],
+                                              keepdims=0))
+            correction = f"{node.name}/zero_point_correction"
+            nodes.append(helper.make_node(
+                "MatMul", [block_sums[activation], add_initializer(f"{weight_name}/residual", weight.residual)],
+                [correction], name=correction))
+            nodes.append(helper.make_node("Add", [nbits_output, correction], [output],
+                                          name=f"{node.name}/corrected"))
+        replaced.add(weight_name)
+
+    kept = [init for init in graph.initializer if init.name not in replaced]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept + initializers)
+    if not any(opset.domain == "com.microsoft" for opset in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    if any(node.op_type == "MatMul" and node.input[1] in linear_sources for node in graph.node):
+        model = quantize_int4_rtn(model)
+    return model
 
 
 def save_onnx(model, path: Path) -> list[Path]:
@@ -744,6 +919,12 @@ class ByteLevelBpeTokenizer:
         return data.decode("utf-8", errors="replace")
 
 
+def default_system_prompt(chat_template: str | None) -> str | None:
+    """The system message a ChatML template inserts when none is given (SmolLM2's does), if any."""
+    match = re.search(r"<\|im_start\|>system\n(.*?)<\|im_end\|>", chat_template or "", re.DOTALL)
+    return match.group(1) if match else None
+
+
 def render_chatml(messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
     """ChatML as the GGUF templates render it when a system message is given."""
     text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
@@ -849,13 +1030,15 @@ def _model_configs(hp: LlamaHParams, vocab: GgufVocabulary, precision: str, sour
             "tokenizer_config.json": tokenizer_config, "genai_config.json": genai}
 
 
-def convert(gguf_path: Path, out_dir: Path, precisions: list[str]) -> dict:
+def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: str = "gguf") -> dict:
     """Converts a llama GGUF into one model folder per precision under out_dir."""
     gguf = _gguf()
     started = time.perf_counter()
     unknown = set(precisions) - {"fp32", "int4"}
     if unknown or not precisions:
         raise ValueError(f"precisions must be a non-empty subset of fp32,int4 (got {precisions})")
+    if int4_method not in INT4_METHODS:
+        raise ValueError(f"int4 method must be one of {INT4_METHODS} (got {int4_method!r})")
     log(f"reading {gguf_path}")
     source_sha256 = sha256_of_file(gguf_path)
     reader = gguf.GGUFReader(str(gguf_path))
@@ -867,8 +1050,8 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str]) -> dict:
         f"{hp.num_key_value_heads}, vocab {hp.vocab_size}; dequantizing")
     tensors = dequantized_tensors(reader)
     log("building the fp32 graph")
-    model = build_decoder_model(hp, tensors, {"frognano.source": gguf_path.name,
-                                              "frognano.source_sha256": source_sha256})
+    model, linear_sources = build_decoder_model(hp, tensors, {"frognano.source": gguf_path.name,
+                                                              "frognano.source_sha256": source_sha256})
     del tensors
     tokenizer = tokenizer_json(vocab)
     files: dict[str, int] = {}
@@ -877,13 +1060,19 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str]) -> dict:
         if precision not in precisions:
             continue
         if precision == "int4":
-            log("quantizing MatMul weights to int4 (MatMulNBits)")
-            model = quantize_int4(model)
+            log(f"MatMul weights -> MatMulNBits (int4 method {int4_method!r})")
+            if int4_method == "gguf":
+                model = quantize_int4_from_gguf(model, reader, linear_sources)
+            else:
+                model = quantize_int4_rtn(model)
+            _set_model_prop(model, "frognano.int4_method", int4_method)
         folder = out_dir / precision
         folder.mkdir(parents=True, exist_ok=True)
         _set_model_prop(model, "frognano.precision", precision)
         written = save_onnx(model, folder / "model.onnx")
         configs = _model_configs(hp, vocab, precision, gguf_path, source_sha256)
+        if precision == "int4":
+            configs["config.json"]["frognano"]["int4_method"] = int4_method
         configs["tokenizer.json"] = tokenizer
         for name, content in configs.items():
             (folder / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n",
@@ -893,7 +1082,8 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str]) -> dict:
             files[str(path)] = path.stat().st_size
         log(f"wrote {folder} (model.onnx {files[str(folder / 'model.onnx')] / 1e6:.1f} MB)")
     return {"command": "convert", "gguf": str(gguf_path), "out": str(out_dir),
-            "precisions": [p for p in ("fp32", "int4") if p in precisions], "files": files,
+            "precisions": [p for p in ("fp32", "int4") if p in precisions],
+            "int4_method": int4_method if "int4" in precisions else None, "files": files,
             "seconds": round(time.perf_counter() - started, 2)}
 
 
@@ -1177,19 +1367,21 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
             failures.append(f"{name} argmax agreement {agreement} < {INT4_MIN_CONSISTENCY_ARGMAX}")
     summary_ref = vs_reference.summary()
     if is_int4:
-        reference_tol = INT4_REL_TOL * logit_scale
-        if summary_ref["argmax_agreement"] < INT4_MIN_ARGMAX_AGREEMENT:
-            failures.append(f"argmax agreement {summary_ref['argmax_agreement']} < "
-                            f"{INT4_MIN_ARGMAX_AGREEMENT}")
-        if summary_ref["top5_agreement"] < INT4_MIN_TOP5_AGREEMENT:
-            failures.append(f"top-5 agreement {summary_ref['top5_agreement']} < {INT4_MIN_TOP5_AGREEMENT}")
+        int4_method = decoder.config["frognano"].get("int4_method", "gguf")
+        limits = INT4_TOLERANCES[int4_method]
+        reference_tol = limits["rel_tol"] * logit_scale
+        if summary_ref["argmax_agreement"] < limits["min_argmax"]:
+            failures.append(f"argmax agreement {summary_ref['argmax_agreement']} < {limits['min_argmax']}")
+        if summary_ref["top5_agreement"] < limits["min_top5"]:
+            failures.append(f"top-5 agreement {summary_ref['top5_agreement']} < {limits['min_top5']}")
     else:
+        int4_method = None
         reference_tol = FP32_REL_TOL * logit_scale
     if vs_reference.max_abs_diff > reference_tol:
         failures.append(f"vs_reference max_abs_diff {vs_reference.max_abs_diff:.3g} > {reference_tol:.3g}")
 
     return {
-        "command": "check", "model_dir": str(model_dir), "precision": precision,
+        "command": "check", "model_dir": str(model_dir), "precision": precision, "int4_method": int4_method,
         "row_lengths": [len(r) for r in rows], "logit_scale": round(logit_scale, 4),
         "vs_reference": summary_ref, "reference_tolerance": round(reference_tol, 6),
         "cached_vs_full": cached_vs_full.summary(), "padded_vs_single": padded_vs_single.summary(),
@@ -1343,13 +1535,13 @@ def write_tiny_gguf(path: Path, seed: int) -> None:
     writer.close()
 
 
-def make_tiny(out_dir: Path, seed: int) -> dict:
+def make_tiny(out_dir: Path, seed: int, int4_method: str = "gguf") -> dict:
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     gguf_path = out_dir / "tiny.gguf"
     log(f"writing {gguf_path}")
     write_tiny_gguf(gguf_path, seed)
-    summary = convert(gguf_path, out_dir, ["fp32", "int4"])
+    summary = convert(gguf_path, out_dir, ["fp32", "int4"], int4_method)
     summary.update({"command": "tiny", "gguf": str(gguf_path),
                     "seconds": round(time.perf_counter() - started, 2)})
     return summary
@@ -1374,10 +1566,13 @@ def main(argv: list[str] | None = None) -> int:
     convert_cmd.add_argument("--gguf", type=Path, required=True)
     convert_cmd.add_argument("--out", type=Path, required=True)
     convert_cmd.add_argument("--precision", default="fp32,int4", help="comma list of fp32,int4")
+    convert_cmd.add_argument("--int4-method", choices=INT4_METHODS, default="gguf",
+                             help="gguf: reuse the GGUF's blocks exactly; rtn: MatMulNBitsQuantizer")
 
     tiny_cmd = commands.add_parser("tiny", help="write and convert a tiny random llama GGUF")
     tiny_cmd.add_argument("--out", type=Path, required=True)
     tiny_cmd.add_argument("--seed", type=int, default=0)
+    tiny_cmd.add_argument("--int4-method", choices=INT4_METHODS, default="gguf")
 
     reference_cmd = commands.add_parser("reference", help="numpy reference logits")
     reference_cmd.add_argument("--gguf", type=Path, required=True)
@@ -1393,16 +1588,17 @@ def main(argv: list[str] | None = None) -> int:
     generate_cmd = commands.add_parser("generate", help="greedy chat generation (sanity tool)")
     generate_cmd.add_argument("--model-dir", type=Path, required=True)
     generate_cmd.add_argument("--prompt", required=True)
-    generate_cmd.add_argument("--system", help="optional system message")
+    generate_cmd.add_argument("--system", help="system message (default: the chat template's own, if any)")
     generate_cmd.add_argument("--raw", action="store_true", help="no ChatML, continue the text")
     generate_cmd.add_argument("--max-new", type=int, default=40)
 
     args = parser.parse_args(argv)
     exit_code = 0
     if args.command == "convert":
-        summary = convert(args.gguf, args.out, [p.strip() for p in args.precision.split(",") if p.strip()])
+        summary = convert(args.gguf, args.out, [p.strip() for p in args.precision.split(",") if p.strip()],
+                          args.int4_method)
     elif args.command == "tiny":
-        summary = make_tiny(args.out, args.seed)
+        summary = make_tiny(args.out, args.seed, args.int4_method)
     elif args.command == "reference":
         started = time.perf_counter()
         logits = ReferenceLlama(args.gguf).logits(parse_rows(args.ids))
@@ -1423,7 +1619,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.raw:
             text = args.prompt
         else:
-            messages = ([{"role": "system", "content": args.system}] if args.system else [])
+            tokenizer_config = json.loads((args.model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+            system = args.system or default_system_prompt(tokenizer_config.get("chat_template"))
+            messages = [{"role": "system", "content": system}] if system else []
             text = render_chatml(messages + [{"role": "user", "content": args.prompt}])
         prompt_ids = tokenizer.encode(text)
         eos = decoder.config.get("eos_token_id")

@@ -389,6 +389,41 @@ fn the_policy_acts_in_a_real_environment_with_token_level_records() {
         },
         history: Vec::new(),
     };
-    let outputs = policy.act(&[context.clone(), context]).expect("act");
+    let outputs = policy
+        .act(&[context.clone(), context.clone()])
+        .expect("act");
     assert_eq!(outputs.len(), 2);
+
+    // A long episode is cut to the context: oldest turns first, the latest turn kept.
+    let mut long = context;
+    for i in 0..40 {
+        long.history.push(frognano_core::Turn {
+            action: frognano_core::Action::Text {
+                text: format!("view module_{i}.py"),
+            },
+            observation: frognano_core::Observation {
+                text: format!("observation number {i}: ").repeat(8),
+                is_error: false,
+            },
+        });
+    }
+    let ids = policy.prompt_ids(&long).expect("fits");
+    let context_length = policy.model().config.context_length;
+    assert!(ids.len() <= context_length - 24, "{} tokens", ids.len());
+    let text = policy.codec().decode(&ids, false).expect("decode");
+    assert!(
+        text.contains("observation number 39"),
+        "the latest turn is kept"
+    );
+    assert!(
+        !text.contains("observation number 0:"),
+        "the oldest turn is dropped"
+    );
+    assert!(text.contains("earlier turns omitted"));
+    long.initial.text = "x ".repeat(5000);
+    long.history.clear();
+    let ids = policy
+        .prompt_ids(&long)
+        .expect("a huge first observation is truncated");
+    assert!(ids.len() <= context_length - 24);
 }

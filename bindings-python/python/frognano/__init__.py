@@ -27,6 +27,19 @@ any object with act/learn is a policy and any object with propose/feedback a tas
 >>> trainer = frognano.GrpoTrainer(sandbox, policy, tasks, tasks_per_iteration=4)
 >>> metrics = trainer.iterate()
 
+Local language models run on ONNX Runtime: LocalModel generates with log-probs (batched,
+seeded), and OnnxPolicy makes one act in the environment (evaluate, GrpoTrainer.evaluate):
+
+>>> model = frognano.LocalModel("smollm2-135m")   # fetched and converted on first use
+>>> reply = model.chat([{"role": "user", "content": "Write hello world in Python."}],
+...                    max_new_tokens=64, temperature=0)
+>>> print(reply["text"], reply["logprobs"][:3])
+>>> summary, _ = frognano.evaluate(tasks, frognano.OnnxPolicy("smollm2-135m"), sandbox=sandbox)
+
+ONNX Runtime's library comes from the runtime_library argument, FROGNANO_ORT_LIBRARY, this
+interpreter's onnxruntime package when it is installed, or the inference environment that
+frognano.setup_inference() installs into the cache.
+
 The first Sandbox (or frognano.setup()) fetches the runtime with pip, verifies its sha256,
 and compiles and snapshots it into the cache (frognano.cache_dir()); later ones start in
 milliseconds.
@@ -45,6 +58,8 @@ from ._frognano import (  # noqa: E402
     EnvPool,
     FrontierSynthesizer,
     GrpoTrainer,
+    LocalModel,
+    OnnxPolicy,
     RepairPolicy,
     RepoEnv,
     Sandbox,
@@ -55,14 +70,18 @@ from ._frognano import (  # noqa: E402
     __version__,
     cache_dir,
     evaluate,
+    fetch_model,
     group_advantages,
+    known_models,
     learnability,
     load_tasks,
+    make_tiny_model,
     mutation_operators,
     parse_action,
     repair_feature_names,
     save_tasks,
     setup,
+    setup_inference,
     synthesize,
     to_swe_bench,
     tool_instructions,
@@ -92,6 +111,12 @@ __all__ = [
     "group_advantages",
     "learnability",
     "train",
+    "LocalModel",
+    "OnnxPolicy",
+    "fetch_model",
+    "known_models",
+    "setup_inference",
+    "make_tiny_model",
     "parse_action",
     "tool_instructions",
     "tool_schemas",

@@ -57,6 +57,14 @@ class TrainingError(FrognanoError):
     ConfigError; a Python policy's or synthesizer's own exception propagates as itself.)"""
 
 
+class InferenceError(FrognanoError):
+    """A local model could not be loaded or run: the ONNX Runtime library was not found or not
+    loadable, a model folder is missing a file or unusable (an unknown registry name included),
+    the tokenizer or chat template failed, the inference environment could not be set up or a
+    model fetched and converted, or ONNX Runtime failed while running. (Invalid generation
+    options or prompts are an InvalidArgumentError.)"""
+
+
 __all__ = [
     "FrognanoError",
     "SetupError",
@@ -70,4 +78,5 @@ __all__ = [
     "ActionError",
     "SynthesisError",
     "TrainingError",
+    "InferenceError",
 ]

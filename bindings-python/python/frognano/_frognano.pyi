@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 __version__: str
 
@@ -392,3 +392,128 @@ def train(
 ) -> Dict[str, Any]:
     """The whole training job (frognano train): held-out synthesis, training, evaluation.
     Returns the TrainReport as a dict."""
+
+# Local language models -----------------------------------------------------------------------
+
+Generation = Dict[str, Any]
+"""{"token_ids": List[int], "logprobs": List[float], "text": str,
+"finish_reason": "eos" | "stop" | "length", "prompt_tokens": int}"""
+Message = Dict[str, str]
+
+class LocalModel:
+    """A local decoder language model on ONNX Runtime with its tokenizer and chat template.
+
+    model: a model folder (model.onnx, config.json, tokenizer.json) or a registry name such as
+    "smollm2-135m" (int4) or "smollm2-135m:fp32", fetched and converted on first use. Calls
+    release the GIL; calls from several threads run one at a time. Raises InferenceError when
+    the model or ONNX Runtime cannot be loaded."""
+
+    def __init__(
+        self,
+        model: Union[str, "PathLike[str]"],
+        *,
+        intra_threads: int = 0,
+        runtime_library: Optional[_Path] = None,
+        progress: Optional[Callable[[str], None]] = None,
+    ) -> None: ...
+    def generate(
+        self,
+        prompts: Sequence[Union[str, Sequence[int]]],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        stop: Optional[Union[str, Sequence[str]]] = None,
+        stop_token_ids: Optional[Sequence[int]] = None,
+    ) -> List[Generation]:
+        """Continues each prompt (raw text or token ids), all rows in one batch; temperature 0
+        is greedy; row r samples from a generator seeded by (seed, r)."""
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        stop: Optional[Union[str, Sequence[str]]] = None,
+        stop_token_ids: Optional[Sequence[int]] = None,
+    ) -> Generation:
+        """The reply to one conversation, rendered with the chat template."""
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        stop: Optional[Union[str, Sequence[str]]] = None,
+        stop_token_ids: Optional[Sequence[int]] = None,
+    ) -> List[Generation]:
+        """The replies to several conversations, in one batch."""
+    def encode(self, text: str) -> List[int]: ...
+    def decode(self, ids: Sequence[int], skip_special: bool = True) -> str: ...
+    def render_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> str: ...
+    @overload
+    def full_logits(self, ids: Sequence[int]) -> List[List[float]]:
+        """Logits of every position (seq x vocab), computed without a cache."""
+    @overload
+    def full_logits(self, ids: Sequence[int], *, as_bytes: Literal[True]) -> Tuple[bytes, Tuple[int, int]]:
+        """The same as native-order float32 bytes and their shape (seq, vocab)."""
+    @property
+    def config(self) -> Dict[str, Any]:
+        """num_layers, num_kv_heads, head_dim, vocab_size, context_length, eos_token_ids,
+        bos_token_id, pad_token_id, model_file."""
+    @property
+    def path(self) -> str: ...
+    @property
+    def has_chat_template(self) -> bool: ...
+    @property
+    def last_timing(self) -> Optional[Dict[str, Any]]:
+        """prefill_s, decode_s, first_token_s, prompt_tokens, generated_tokens, decode_steps."""
+    @property
+    def runtime_library(self) -> Optional[str]: ...
+
+class OnnxPolicy:
+    """A local chat model acting through the environment's tool protocol; usable wherever a
+    policy is taken (evaluate, GrpoTrainer.evaluate, an agent loop). It does not learn.
+
+    generation: a dict of LocalModel.generate's options (default: greedy, 384 tokens)."""
+
+    def __init__(
+        self,
+        model: Union[str, "PathLike[str]"],
+        *,
+        generation: Optional[Dict[str, Any]] = None,
+        system_prompt: Optional[str] = None,
+        max_prompt_tokens: int = 0,
+        intra_threads: int = 0,
+        runtime_library: Optional[_Path] = None,
+        progress: Optional[Callable[[str], None]] = None,
+    ) -> None: ...
+    def act(self, contexts: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Per context a dict {"action" (the reply text), "logprobs", "token_ids", "decision"}."""
+    def messages(self, context: Dict[str, Any]) -> List[Message]: ...
+    def prompt_ids(self, context: Dict[str, Any]) -> List[int]: ...
+    @property
+    def config(self) -> Dict[str, Any]: ...
+    @property
+    def path(self) -> str: ...
+
+def fetch_model(name: str, progress: Optional[Callable[[str], None]] = None) -> str:
+    """Fetches and converts a registry model; returns its cache folder (int4/, fp32/ inside),
+    or the model folder of "NAME:PRECISION"."""
+def known_models() -> List[str]: ...
+def setup_inference(progress: Optional[Callable[[str], None]] = None) -> Dict[str, str]:
+    """Installs the inference environment; returns dir, python and runtime_library."""
+def make_tiny_model(
+    out_dir: _Path, seed: int = 0, progress: Optional[Callable[[str], None]] = None
+) -> str:
+    """Writes a tiny random model into out_dir/fp32 and out_dir/int4; returns the fp32 folder."""

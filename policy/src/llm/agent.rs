@@ -154,20 +154,43 @@ impl OnnxPolicy {
                 skip += 1;
                 continue;
             }
-            // Even the first observation alone is too long: keep its beginning.
+            // Even the first observation alone is too long: keep as much of its beginning as
+            // fits next to the system prompt and the template.
             let mut shortened = context.clone();
             shortened.history.clear();
-            let keep = shortened.initial.text.len() * budget / ids.len().max(1) * 9 / 10;
-            let mut cut = keep.min(shortened.initial.text.len());
-            while !shortened.initial.text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            shortened.initial.text.truncate(cut);
-            shortened.initial.text.push_str("\n[truncated]");
-            let text = self
+            let full_text = std::mem::take(&mut shortened.initial.text);
+            let overhead = self
                 .codec
-                .render_chat(&self.messages(&shortened, 0), true)?;
-            let ids = self.codec.encode(&text)?;
+                .encode(
+                    &self
+                        .codec
+                        .render_chat(&self.messages(&shortened, 0), true)?,
+                )?
+                .len()
+                + 8;
+            if overhead >= budget {
+                return Err(InferenceError::InvalidRequest(format!(
+                    "the system prompt and chat template alone take {overhead} of the {budget}                      prompt tokens"
+                )));
+            }
+            let mut keep = full_text.len();
+            for _ in 0..8 {
+                let tokens = self.codec.encode(&full_text[..keep])?.len().max(1);
+                let room = budget - overhead;
+                if tokens <= room {
+                    break;
+                }
+                keep = keep * room / tokens * 9 / 10;
+                while !full_text.is_char_boundary(keep) {
+                    keep -= 1;
+                }
+            }
+            shortened.initial.text = format!("{}\n[truncated]", &full_text[..keep]);
+            let ids = self.codec.encode(
+                &self
+                    .codec
+                    .render_chat(&self.messages(&shortened, 0), true)?,
+            )?;
             return if ids.len() <= budget {
                 Ok(ids)
             } else {

