@@ -13,3 +13,4 @@ python3 -m venv "$work/venv"
 "$work/venv/bin/python" examples/python/agent_loop.py | tail -2
 "$work/venv/bin/python" examples/python/synth_tasks.py | tail -2
 "$work/venv/bin/python" examples/python/train_policy.py | tail -1
+"$work/venv/bin/python" examples/python/local_model.py | tail -3

@@ -85,6 +85,14 @@ typedef enum FrognanoErrorCode {
      * back, or a rollout or the learner failed during an iteration (the message says which).
      */
     FROGNANO_ERROR_CODE_TRAINING = 15,
+    /**
+     * A local language model could not be loaded or run: the ONNX Runtime library was not
+     * found or not loadable, a model folder is missing a file or unusable (an unknown registry
+     * name included), the tokenizer or chat template failed, the model could not be fetched
+     * or converted, or ONNX Runtime failed while running. (Invalid generation options and
+     * prompts are `FROGNANO_ERROR_CODE_INVALID_OPTION`.)
+     */
+    FROGNANO_ERROR_CODE_INFERENCE = 16,
 } FrognanoErrorCode;
 
 /**
@@ -169,6 +177,15 @@ typedef struct FrognanoEnv FrognanoEnv;
  * it with `frognano_error_free`. Immutable: it may be read from any thread.
  */
 typedef struct FrognanoError FrognanoError;
+
+/**
+ * A local decoder language model on ONNX Runtime, with its tokenizer and chat template.
+ *
+ * Created by `frognano_model_load`, freed with `frognano_model_free`. Thread safety: used by
+ * one thread at a time (it may be handed from thread to thread); different models may be used
+ * on different threads at once.
+ */
+typedef struct FrognanoModel FrognanoModel;
 
 /**
  * The structured result of one test run: outcome, counts, per-test records, captured output.
@@ -847,12 +864,14 @@ struct FrognanoError *frognano_env_record_json(const struct FrognanoEnv *env, ch
 void frognano_env_free(struct FrognanoEnv *env);
 
 /**
- * Rolls out a baseline policy over every task of a set, `workers` episodes in parallel, and
+ * Rolls out a policy over every task of a set, `workers` episodes in parallel, and
  * summarises the episodes.
  *
  * `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
- * `"random"` or `"random:SEED"` (random tool calls; seed 0 by default). `workers` is the
- * number of parallel environments (0 = the sandbox's worker count, by default the number of
+ * `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), or `"onnx:MODEL"`: a
+ * local chat model (a model folder or registry name, as `frognano_model_load` takes) replying
+ * greedily with one command per turn, the episodes of a step generated as one batch. `workers`
+ * is the number of parallel environments (0 = the sandbox's worker count, by default the number of
  * CPUs; never more than the tasks).
  *
  * On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
@@ -862,7 +881,8 @@ void frognano_env_free(struct FrognanoEnv *env);
  * of wall-clock time) and `failed_tasks` (tasks that could not be reset, e.g. a missing
  * repository; they are skipped, not counted as episodes). On failure returns an owned error
  * and leaves `*out_summary_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an
- * unknown policy). Thread safety: may be called from any thread, also on a sandbox and a
+ * unknown policy, `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be
+ * loaded). Thread safety: may be called from any thread, also on a sandbox and a
  * task set other threads use at the same time.
  *
  * # Safety
@@ -1200,6 +1220,104 @@ void frognano_trainer_free(struct FrognanoTrainer *trainer);
 struct FrognanoError *frognano_train(const struct FrognanoSandbox *sandbox,
                                      const char *config_json,
                                      char **report_json);
+
+/**
+ * Loads a local language model.
+ *
+ * - `model`: a model folder (holding `model.onnx`, `config.json`, `tokenizer.json` and,
+ *   for chat requests, a chat template), an `.onnx` file in one, or a registry name such as
+ *   `"smollm2-135m"` (int4) or `"smollm2-135m:fp32"`, fetched, verified and converted into the
+ *   cache on first use (minutes; nothing is printed).
+ * - `options_json`: `NULL` for the defaults, or a JSON object with `intra_threads` (ONNX
+ *   Runtime threads; 0, the default, is one per core) and `runtime_library` (the path of the
+ *   `libonnxruntime` to load). Unknown keys are an error.
+ *
+ * ONNX Runtime is loaded once per process, by the first model: from `runtime_library`, else
+ * `FROGNANO_ORT_LIBRARY` (or `ORT_DYLIB_PATH`), else the inference environment in the cache
+ * (`frognano models setup`), else the `onnxruntime` package of the host Python. A later
+ * `runtime_library` must name the library already loaded.
+ *
+ * On success writes an owned handle to `*out` (free it with `frognano_model_free`) and returns
+ * `NULL`. On failure returns an owned error and leaves `*out` untouched:
+ * `FROGNANO_ERROR_CODE_INFERENCE` for a missing or unusable model folder, an unknown registry
+ * name or an ONNX Runtime that cannot be found or loaded, `FROGNANO_ERROR_CODE_INVALID_OPTION`
+ * for malformed `options_json`. Thread safety: may be called from any thread.
+ *
+ * # Safety
+ *
+ * `model` must be `NULL` or a NUL-terminated string; `options_json` must be `NULL` or a
+ * NUL-terminated string; `out` must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_model_load(const char *model,
+                                          const char *options_json,
+                                          struct FrognanoModel **out);
+
+/**
+ * Generates a continuation of each prompt of a request, all rows in one batch.
+ *
+ * `request_json` is a JSON object:
+ * - `prompts` (required): an array; each prompt is raw text (encoded with the tokenizer;
+ *   special-token markup such as `<|im_start|>` is recognised, nothing is added) or an array
+ *   of token ids. With `"chat": true` each prompt is instead a conversation, an array of
+ *   `{"role", "content"}` objects (or a string: one user message), rendered with the model's
+ *   chat template and the header of the assistant's turn.
+ * - `chat`: see above (default `false`).
+ * - `options`: `max_new_tokens` (default 256), `temperature` (default 1.0; 0 decodes
+ *   greedily), `top_k` (0: off), `top_p` (1: off), `seed` (row r samples from a generator
+ *   seeded by (seed, r), so a request is reproducible), `stop` (strings that end a row; the
+ *   text stops before the first), `stop_token_ids` (default: the model's end-of-sequence
+ *   tokens). Unknown keys are an error.
+ *
+ * On success writes an owned UTF-8 JSON object to `*out_json` (free it with
+ * `frognano_string_free`) and returns `NULL`: `generations`, one object per prompt with
+ * `token_ids` (every token sampled, a final stop token included), `logprobs` (one per token:
+ * its log-probability under the distribution it was sampled from), `text` (special tokens
+ * removed, cut before a stop string), `finish_reason` (`"eos"`, `"stop"` or `"length"`) and
+ * `prompt_tokens`; and `timing` (`prefill_s`, `decode_s`, `first_token_s`, `prompt_tokens`,
+ * `generated_tokens`, `decode_steps`). On failure returns an owned error and leaves
+ * `*out_json` untouched: `FROGNANO_ERROR_CODE_INVALID_OPTION` for malformed JSON, a bad
+ * prompt (empty, a token outside the vocabulary, longer than the context) or bad options,
+ * `FROGNANO_ERROR_CODE_INFERENCE` when the tokenizer, the chat template or ONNX Runtime fails.
+ * Thread safety: one call at a time per model.
+ *
+ * # Safety
+ *
+ * `model` must be `NULL` or a model returned by this library and not yet freed, with no other
+ * call on it in progress; `request_json` must be `NULL` or a NUL-terminated string;
+ * `out_json` must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_model_generate(struct FrognanoModel *model,
+                                              const char *request_json,
+                                              char **out_json);
+
+/**
+ * Describes a model as one JSON object: `path` (its folder), `num_layers`, `num_kv_heads`,
+ * `head_dim`, `vocab_size`, `context_length`, `eos_token_ids`, `bos_token_id` (or `null`),
+ * `pad_token_id` and `has_chat_template`.
+ *
+ * On success writes an owned UTF-8 string to `*out_json` (free it with
+ * `frognano_string_free`) and returns `NULL`; on failure returns an owned error
+ * (`FROGNANO_ERROR_CODE_NULL_POINTER`) and leaves `*out_json` untouched. Thread safety: may be
+ * called from any thread while no `frognano_model_generate` runs on the model.
+ *
+ * # Safety
+ *
+ * `model` must be `NULL` or a model returned by this library and not yet freed; `out_json`
+ * must be `NULL` or point to writable storage for a pointer.
+ */
+struct FrognanoError *frognano_model_config_json(const struct FrognanoModel *model,
+                                                 char **out_json);
+
+/**
+ * Frees a model. `NULL` is accepted and ignored. No call on the model may be in progress, and
+ * the handle must not be used afterwards. ONNX Runtime itself stays loaded for the process.
+ *
+ * # Safety
+ *
+ * `model` must be `NULL` or a model returned by this library and not yet freed, with no call
+ * on it in progress; it must not be used afterwards.
+ */
+void frognano_model_free(struct FrognanoModel *model);
 
 #ifdef __cplusplus
 }  // extern "C"

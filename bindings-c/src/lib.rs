@@ -7,13 +7,14 @@
 //! # Conventions
 //!
 //! - **Handles.** `FrognanoSandbox`, `FrognanoReport`, `FrognanoTaskSet`, `FrognanoEnv`,
-//!   `FrognanoStep`, `FrognanoTrainer` and `FrognanoError` are opaque. Each is created by this
-//!   library and released with its own `_free` function (`frognano_sandbox_free`,
-//!   `frognano_report_free`, `frognano_task_set_free`, `frognano_env_free`,
-//!   `frognano_step_free`, `frognano_trainer_free`, `frognano_error_free`); every `_free`
-//!   accepts `NULL`. Strings returned as `char *` are owned by the caller and released with
-//!   `frognano_string_free`; strings returned as `const char *` are borrowed from the handle
-//!   they were read from and stay valid until that handle is freed.
+//!   `FrognanoStep`, `FrognanoTrainer`, `FrognanoModel` and `FrognanoError` are opaque. Each is
+//!   created by this library and released with its own `_free` function
+//!   (`frognano_sandbox_free`, `frognano_report_free`, `frognano_task_set_free`,
+//!   `frognano_env_free`, `frognano_step_free`, `frognano_trainer_free`, `frognano_model_free`,
+//!   `frognano_error_free`); every `_free` accepts `NULL`. Strings returned as `char *` are
+//!   owned by the caller and released with `frognano_string_free`; strings returned as
+//!   `const char *` are borrowed from the handle they were read from and stay valid until that
+//!   handle is freed.
 //! - **Errors.** Every fallible function returns `FrognanoError *`: `NULL` on success, else an
 //!   error object the caller must free. Results are written through out-parameters only on
 //!   success; on failure the out-parameters are left untouched.
@@ -25,7 +26,8 @@
 //! - **Threads.** A `FrognanoSandbox` may be used from several threads at once. Reports and
 //!   errors are immutable once returned: reading one from several threads at once is safe,
 //!   freeing it while another thread still reads it is not. Task sets and steps are immutable
-//!   likewise. A `FrognanoEnv` and a `FrognanoTrainer` are used by one thread at a time.
+//!   likewise. A `FrognanoEnv`, a `FrognanoTrainer` and a `FrognanoModel` are used by one
+//!   thread at a time.
 //! - **Agent environment.** Tasks, step information and episode records are exchanged as JSON
 //!   text (`frognano_task_set_get_json`, `frognano_step_info_json`,
 //!   `frognano_env_record_json`, `frognano_evaluate`).
@@ -38,6 +40,12 @@
 //!   on synthesized tasks, one `frognano_trainer_iterate` at a time, with held-out evaluation
 //!   and checkpoints; `frognano_train` runs a whole job. Configurations, metrics, summaries,
 //!   policy states and reports are JSON text.
+//! - **Local language models.** A `FrognanoModel` (`frognano_model_load`, freed with
+//!   `frognano_model_free`) is a decoder model on ONNX Runtime with its tokenizer and chat
+//!   template; `frognano_model_generate` takes a JSON request (prompts as text, token ids or
+//!   conversations, and the sampling options) and returns the generations (token ids,
+//!   per-token log-probabilities, text) as JSON. `frognano_evaluate` also takes a local model
+//!   as its policy (`"onnx:MODEL"`).
 //!
 //! What the guest does (failing tests, timeouts, memory or output floods, interpreter crashes)
 //! is never an error: it is the report's `FrognanoRunOutcome`.
@@ -51,6 +59,10 @@ use std::sync::Arc;
 
 use frognano_core::{Action, Limits, RunOutcome, Task, TestOutcome, TestReport, Trainer};
 use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
+use frognano_policy::llm::{
+    ChatMessage, DecoderModel, GenerationOptions, InferenceError, ModelOptions, OnnxPolicy,
+    OnnxPolicyConfig, TextCodec, assets, generate,
+};
 use frognano_policy::{RepairConfig, RepairPolicy};
 use frognano_sandbox::{ImageKind, Sandbox, SandboxError, SandboxOptions, TestRequest};
 use frognano_synth::{MutateError, SynthConfig, SynthError, Synthesizer};
@@ -104,6 +116,12 @@ pub enum FrognanoErrorCode {
     /// empty task set, no held-out task to evaluate on), a checkpoint cannot be written or read
     /// back, or a rollout or the learner failed during an iteration (the message says which).
     Training = 15,
+    /// A local language model could not be loaded or run: the ONNX Runtime library was not
+    /// found or not loadable, a model folder is missing a file or unusable (an unknown registry
+    /// name included), the tokenizer or chat template failed, the model could not be fetched
+    /// or converted, or ONNX Runtime failed while running. (Invalid generation options and
+    /// prompts are `FROGNANO_ERROR_CODE_INVALID_OPTION`.)
+    Inference = 16,
 }
 
 /// An error: a code and a human-readable message.
@@ -1575,13 +1593,15 @@ pub unsafe extern "C" fn frognano_env_free(env: *mut FrognanoEnv) {
     });
 }
 
-/// Rolls out a baseline policy over every task of a set, `workers` episodes in parallel, and
+/// Rolls out a policy over every task of a set, `workers` episodes in parallel, and
 /// summarises the episodes.
 ///
 /// `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
-/// `"random"` or `"random:SEED"` (random tool calls; seed 0 by default). `workers` is the
-/// number of parallel environments (0 = the sandbox's worker count, by default the number of
-/// CPUs; never more than the tasks).
+/// `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), or `"onnx:MODEL"`: a
+/// local chat model (a model folder or registry name, as `frognano_model_load` takes) replying
+/// greedily with one command per turn, the episodes of a step generated as one batch.
+/// `workers` is the number of parallel environments (0 = the sandbox's worker count, by
+/// default the number of CPUs; never more than the tasks).
 ///
 /// On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
 /// `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
@@ -1590,7 +1610,8 @@ pub unsafe extern "C" fn frognano_env_free(env: *mut FrognanoEnv) {
 /// of wall-clock time) and `failed_tasks` (tasks that could not be reset, e.g. a missing
 /// repository; they are skipped, not counted as episodes). On failure returns an owned error
 /// and leaves `*out_summary_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an
-/// unknown policy). Thread safety: may be called from any thread, also on a sandbox and a
+/// unknown policy, `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be
+/// loaded). Thread safety: may be called from any thread, also on a sandbox and a
 /// task set other threads use at the same time.
 ///
 /// # Safety
@@ -1616,8 +1637,11 @@ pub unsafe extern "C" fn frognano_evaluate(
         let policy = unsafe { str_arg(policy, "policy") }?;
         out_arg(out_summary_json, "out_summary_json")?;
         let tasks = &tasks.tasks;
-        let mut policy = frognano_policy::baseline(policy, tasks)
-            .map_err(|e| FrognanoError::new(FrognanoErrorCode::InvalidOption, e.to_string()))?;
+        let mut policy: Box<dyn frognano_core::Policy> = match policy.strip_prefix("onnx:") {
+            Some(model) => Box::new(onnx_policy(model)?),
+            None => frognano_policy::baseline(policy, tasks)
+                .map_err(|e| FrognanoError::new(FrognanoErrorCode::InvalidOption, e.to_string()))?,
+        };
         let mut pool = EnvPool::for_tasks(
             Arc::clone(&sandbox.inner),
             tasks.len(),
@@ -2404,6 +2428,335 @@ pub unsafe extern "C" fn frognano_train(
     })
 }
 
+// ---------------------------------------------------------------------------------------------
+// Local language models
+// ---------------------------------------------------------------------------------------------
+
+impl From<InferenceError> for FrognanoError {
+    fn from(err: InferenceError) -> Self {
+        let code = match &err {
+            InferenceError::InvalidRequest(_) => FrognanoErrorCode::InvalidOption,
+            InferenceError::Io { .. } => FrognanoErrorCode::Io,
+            _ => FrognanoErrorCode::Inference,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+/// A local decoder language model on ONNX Runtime, with its tokenizer and chat template.
+///
+/// Created by `frognano_model_load`, freed with `frognano_model_free`. Thread safety: used by
+/// one thread at a time (it may be handed from thread to thread); different models may be used
+/// on different threads at once.
+#[derive(Debug)]
+pub struct FrognanoModel {
+    model: DecoderModel,
+    codec: TextCodec,
+}
+
+/// The options of `frognano_model_load`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ModelLoadOptions {
+    intra_threads: usize,
+    runtime_library: Option<std::path::PathBuf>,
+}
+
+/// Parses a JSON object argument into `T` (missing fields take their defaults, unknown ones
+/// are an error), naming the field at fault.
+fn json_object_arg<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    what: &str,
+) -> Result<T, FrognanoError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            invalid_option(format!("{what}: {inner}"))
+        } else {
+            invalid_option(format!("{what}: `{path}`: {inner}"))
+        }
+    })
+}
+
+fn parse_json_object(text: &str, what: &str) -> Result<serde_json::Value, FrognanoError> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| invalid_option(format!("{what} is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(invalid_option(format!("{what} must be a JSON object")));
+    }
+    Ok(value)
+}
+
+/// Resolves a model argument (a folder, an `.onnx` file or a registry name) and loads an
+/// `OnnxPolicy` with the default settings on it: the policy of `"onnx:MODEL"`.
+fn onnx_policy(model: &str) -> Result<OnnxPolicy, FrognanoError> {
+    let dir = assets::resolve_model(model, &|_| {})?;
+    Ok(OnnxPolicy::load(&dir, OnnxPolicyConfig::default())?)
+}
+
+/// Loads a local language model.
+///
+/// - `model`: a model folder (holding `model.onnx`, `config.json`, `tokenizer.json` and,
+///   for chat requests, a chat template), an `.onnx` file in one, or a registry name such as
+///   `"smollm2-135m"` (int4) or `"smollm2-135m:fp32"`, fetched, verified and converted into the
+///   cache on first use (minutes; nothing is printed).
+/// - `options_json`: `NULL` for the defaults, or a JSON object with `intra_threads` (ONNX
+///   Runtime threads; 0, the default, is one per core) and `runtime_library` (the path of the
+///   `libonnxruntime` to load). Unknown keys are an error.
+///
+/// ONNX Runtime is loaded once per process, by the first model: from `runtime_library`, else
+/// `FROGNANO_ORT_LIBRARY` (or `ORT_DYLIB_PATH`), else the inference environment in the cache
+/// (`frognano models setup`), else the `onnxruntime` package of the host Python. A later
+/// `runtime_library` must name the library already loaded.
+///
+/// On success writes an owned handle to `*out` (free it with `frognano_model_free`) and returns
+/// `NULL`. On failure returns an owned error and leaves `*out` untouched:
+/// `FROGNANO_ERROR_CODE_INFERENCE` for a missing or unusable model folder, an unknown registry
+/// name or an ONNX Runtime that cannot be found or loaded, `FROGNANO_ERROR_CODE_INVALID_OPTION`
+/// for malformed `options_json`. Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `model` must be `NULL` or a NUL-terminated string; `options_json` must be `NULL` or a
+/// NUL-terminated string; `out` must be `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_model_load(
+    model: *const c_char,
+    options_json: *const c_char,
+    out: *mut *mut FrognanoModel,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let model = unsafe { str_arg(model, "model") }?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let options_json = unsafe { optional_str_arg(options_json, "options_json") }?;
+        out_arg(out, "out")?;
+        let options: ModelLoadOptions = match options_json {
+            None => ModelLoadOptions::default(),
+            Some(text) => {
+                json_object_arg(parse_json_object(text, "options_json")?, "options_json")?
+            }
+        };
+        let dir = assets::resolve_model(model, &|_| {})?;
+        let model = DecoderModel::load(
+            &dir,
+            &ModelOptions {
+                intra_threads: options.intra_threads,
+                runtime_library: options.runtime_library,
+            },
+        )?;
+        let codec = TextCodec::load(&dir)?;
+        let handle = Box::into_raw(Box::new(FrognanoModel { model, codec }));
+        // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+/// The token ids of prompt `index` of a request.
+fn request_prompt(
+    codec: &TextCodec,
+    prompt: &serde_json::Value,
+    index: usize,
+    chat: bool,
+) -> Result<Vec<u32>, FrognanoError> {
+    use serde_json::Value;
+    let at = format!("request_json: `prompts[{index}]`");
+    if chat {
+        let messages: Vec<ChatMessage> = match prompt {
+            Value::String(text) => vec![ChatMessage::new("user", text.clone())],
+            Value::Array(_) => serde_json::from_value(prompt.clone()).map_err(|e| {
+                invalid_option(format!(
+                    "{at}: a conversation is an array of {{\"role\", \"content\"}} objects: {e}"
+                ))
+            })?,
+            _ => {
+                return Err(invalid_option(format!(
+                    "{at} must be a string (one user message) or an array of \
+                     {{\"role\", \"content\"}} objects when `chat` is true"
+                )));
+            }
+        };
+        return Ok(codec.encode(&codec.render_chat(&messages, true)?)?);
+    }
+    match prompt {
+        Value::String(text) => Ok(codec.encode(text)?),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                item.as_u64()
+                    .and_then(|id| u32::try_from(id).ok())
+                    .ok_or_else(|| {
+                        invalid_option(format!(
+                            "{at}[{i}]: a token id is an integer from 0 to 4294967295, got {item}"
+                        ))
+                    })
+            })
+            .collect(),
+        _ => Err(invalid_option(format!(
+            "{at} must be a string (raw text) or an array of token ids"
+        ))),
+    }
+}
+
+/// Generates a continuation of each prompt of a request, all rows in one batch.
+///
+/// `request_json` is a JSON object:
+/// - `prompts` (required): an array; each prompt is raw text (encoded with the tokenizer;
+///   special-token markup such as `<|im_start|>` is recognised, nothing is added) or an array
+///   of token ids. With `"chat": true` each prompt is instead a conversation, an array of
+///   `{"role", "content"}` objects (or a string: one user message), rendered with the model's
+///   chat template and the header of the assistant's turn.
+/// - `chat`: see above (default `false`).
+/// - `options`: `max_new_tokens` (default 256), `temperature` (default 1.0; 0 decodes
+///   greedily), `top_k` (0: off), `top_p` (1: off), `seed` (row r samples from a generator
+///   seeded by (seed, r), so a request is reproducible), `stop` (strings that end a row; the
+///   text stops before the first), `stop_token_ids` (default: the model's end-of-sequence
+///   tokens). Unknown keys are an error.
+///
+/// On success writes an owned UTF-8 JSON object to `*out_json` (free it with
+/// `frognano_string_free`) and returns `NULL`: `generations`, one object per prompt with
+/// `token_ids` (every token sampled, a final stop token included), `logprobs` (one per token:
+/// its log-probability under the distribution it was sampled from), `text` (special tokens
+/// removed, cut before a stop string), `finish_reason` (`"eos"`, `"stop"` or `"length"`) and
+/// `prompt_tokens`; and `timing` (`prefill_s`, `decode_s`, `first_token_s`, `prompt_tokens`,
+/// `generated_tokens`, `decode_steps`). On failure returns an owned error and leaves
+/// `*out_json` untouched: `FROGNANO_ERROR_CODE_INVALID_OPTION` for malformed JSON, a bad
+/// prompt (empty, a token outside the vocabulary, longer than the context) or bad options,
+/// `FROGNANO_ERROR_CODE_INFERENCE` when the tokenizer, the chat template or ONNX Runtime fails.
+/// Thread safety: one call at a time per model.
+///
+/// # Safety
+///
+/// `model` must be `NULL` or a model returned by this library and not yet freed, with no other
+/// call on it in progress; `request_json` must be `NULL` or a NUL-terminated string;
+/// `out_json` must be `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_model_generate(
+    model: *mut FrognanoModel,
+    request_json: *const c_char,
+    out_json: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live model handle used by this call only.
+        let model = unsafe { model.as_mut() }.ok_or_else(|| FrognanoError::null("model"))?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let request_json = unsafe { str_arg(request_json, "request_json") }?;
+        out_arg(out_json, "out_json")?;
+        let serde_json::Value::Object(mut request) =
+            parse_json_object(request_json, "request_json")?
+        else {
+            return Err(invalid_option("request_json must be a JSON object"));
+        };
+        if let Some(key) = request
+            .keys()
+            .find(|k| !["prompts", "chat", "options"].contains(&k.as_str()))
+        {
+            return Err(invalid_option(format!(
+                "request_json: unknown key `{key}` (known: prompts, chat, options)"
+            )));
+        }
+        let chat = match request.remove("chat") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(chat)) => chat,
+            Some(other) => {
+                return Err(invalid_option(format!(
+                    "request_json: `chat` must be true or false, got {other}"
+                )));
+            }
+        };
+        let options: GenerationOptions = match request.remove("options") {
+            None | Some(serde_json::Value::Null) => GenerationOptions::default(),
+            Some(value) => json_object_arg(value, "request_json: `options`")?,
+        };
+        options.validate()?;
+        let Some(serde_json::Value::Array(prompts)) = request.remove("prompts") else {
+            return Err(invalid_option(
+                "request_json: `prompts` (an array of prompts) is required",
+            ));
+        };
+        let prompts = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| request_prompt(&model.codec, p, i, chat))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (generations, timing) = generate(&mut model.model, &model.codec, &prompts, &options)?;
+        let json = to_json(
+            &serde_json::json!({"generations": generations, "timing": timing}),
+            "generations",
+        )?;
+        // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
+        // writable.
+        unsafe { write_string(out_json, &json) };
+        Ok(())
+    })
+}
+
+/// Describes a model as one JSON object: `path` (its folder), `num_layers`, `num_kv_heads`,
+/// `head_dim`, `vocab_size`, `context_length`, `eos_token_ids`, `bos_token_id` (or `null`),
+/// `pad_token_id` and `has_chat_template`.
+///
+/// On success writes an owned UTF-8 string to `*out_json` (free it with
+/// `frognano_string_free`) and returns `NULL`; on failure returns an owned error
+/// (`FROGNANO_ERROR_CODE_NULL_POINTER`) and leaves `*out_json` untouched. Thread safety: may be
+/// called from any thread while no `frognano_model_generate` runs on the model.
+///
+/// # Safety
+///
+/// `model` must be `NULL` or a model returned by this library and not yet freed; `out_json`
+/// must be `NULL` or point to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_model_config_json(
+    model: *const FrognanoModel,
+    out_json: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live model handle.
+        let model = unsafe { model.as_ref() }.ok_or_else(|| FrognanoError::null("model"))?;
+        out_arg(out_json, "out_json")?;
+        let config = &model.model.config;
+        let json = to_json(
+            &serde_json::json!({
+                "path": model.model.dir.to_string_lossy(),
+                "num_layers": config.num_layers,
+                "num_kv_heads": config.num_kv_heads,
+                "head_dim": config.head_dim,
+                "vocab_size": config.vocab_size,
+                "context_length": config.context_length,
+                "eos_token_ids": config.eos_token_ids,
+                "bos_token_id": config.bos_token_id,
+                "pad_token_id": config.pad_token_id,
+                "has_chat_template": model.codec.has_chat_template(),
+            }),
+            "model configuration",
+        )?;
+        // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
+        // writable.
+        unsafe { write_string(out_json, &json) };
+        Ok(())
+    })
+}
+
+/// Frees a model. `NULL` is accepted and ignored. No call on the model may be in progress, and
+/// the handle must not be used afterwards. ONNX Runtime itself stays loaded for the process.
+///
+/// # Safety
+///
+/// `model` must be `NULL` or a model returned by this library and not yet freed, with no call
+/// on it in progress; it must not be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_model_free(model: *mut FrognanoModel) {
+    guard_value((), || {
+        if !model.is_null() {
+            // SAFETY: a non-NULL `model` was created by `Box::into_raw` in this library and the
+            // caller hands back its ownership exactly once, with no call in progress.
+            drop(unsafe { Box::from_raw(model) });
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2436,6 +2789,7 @@ mod tests {
         fn assert_send<T: Send>() {}
         assert_send::<FrognanoTrainer>();
         assert_send::<FrognanoEnv>();
+        assert_send::<FrognanoModel>();
     }
 
     #[test]
@@ -2459,6 +2813,30 @@ mod tests {
             message: "learner failed".into(),
         });
         assert_eq!(failed.code, FrognanoErrorCode::Training);
+    }
+
+    #[test]
+    fn inference_errors_map_to_their_codes() {
+        let invalid = FrognanoError::from(InferenceError::InvalidRequest("top_p".into()));
+        assert_eq!(invalid.code, FrognanoErrorCode::InvalidOption);
+        let runtime = FrognanoError::from(InferenceError::Runtime("not found".into()));
+        assert_eq!(runtime.code, FrognanoErrorCode::Inference);
+        let model = FrognanoError::from(InferenceError::Model {
+            path: "m".into(),
+            message: "model.onnx is missing".into(),
+        });
+        assert_eq!(model.code, FrognanoErrorCode::Inference);
+        assert!(
+            model
+                .message
+                .to_string_lossy()
+                .contains("model.onnx is missing")
+        );
+        let io = FrognanoError::from(InferenceError::Io {
+            context: "read m/config.json".into(),
+            source: std::io::Error::other("gone"),
+        });
+        assert_eq!(io.code, FrognanoErrorCode::Io);
     }
 
     #[test]

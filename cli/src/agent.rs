@@ -115,8 +115,10 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
             path: repo.clone(),
             content_hash: None,
         },
+        // The repository is already in its buggy state and the fix is what we are after: no bug
+        // patch to apply, and a gold patch that is unknown (empty).
         bug_patch: String::new(),
-        gold_patch: None,
+        gold_patch: Some(String::new()),
         test_patch: None,
         problem_statement: statement,
         fail_to_pass: failing.iter().map(|t| t.id.clone()).collect(),

@@ -111,6 +111,10 @@ pub fn changed_files(patch: &str) -> Result<Vec<FileChange>> {
 /// Applies `patch` to `tree` in place; returns the paths it wrote or removed. On error the tree
 /// is left unchanged.
 pub fn apply(tree: &mut FileTree, patch: &str) -> Result<Vec<String>> {
+    // An empty diff changes nothing (a task over a repository already in its buggy state).
+    if patch.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     let files = parse(patch)?;
     if files.is_empty() && !patch.trim().is_empty() {
         return Err(EnvError::Patch("no file changes found in the diff".into()));

@@ -31,6 +31,12 @@ total_sequence_length = past_sequence_length + sequence_length; the first step f
 length 0. Left-padded rows use position_ids = max(cumsum(attention_mask) - 1, 0). The causal mask
 and the padding mask are built inside the graph; a query whose keys are all masked (a pad row)
 attends uniformly instead of producing NaN.
+
+int4 folders run the weight MatMuls as com.microsoft MatMulNBits (block 32, accuracy_level 4, so
+activations go through int8). `--int4-method gguf` (default) carries the GGUF's own Q4_0/Q4_1/
+Q8_0 blocks over without re-rounding (plus a small per-block correction for Q4_1's float
+minimum), so int4 computes the GGUF's weights; `--int4-method rtn` re-quantizes the fp32 weights
+with onnxruntime's MatMulNBitsQuantizer (asymmetric) instead. The embedding Gather stays fp32.
 """
 
 from __future__ import annotations
@@ -638,9 +644,9 @@ def quantize_int4_from_gguf(model, reader, linear_sources: dict[str, LinearSourc
                                               [block_sums[activation]], name=block_sums[activation],
                                               keepdims=0))
             correction = f"{node.name}/zero_point_correction"
-            nodes.append(helper.make_node(
-                "MatMul", [block_sums[activation], add_initializer(f"{weight_name}/residual", weight.residual)],
-                [correction], name=correction))
+            residual = add_initializer(f"{weight_name}/residual", weight.residual)
+            nodes.append(helper.make_node("MatMul", [block_sums[activation], residual], [correction],
+                                          name=correction))
             nodes.append(helper.make_node("Add", [nbits_output, correction], [output],
                                           name=f"{node.name}/corrected"))
         replaced.add(weight_name)
@@ -876,13 +882,12 @@ class ByteLevelBpeTokenizer:
             return cached
         symbols = [self.byte_to_char[b] for b in piece.encode("utf-8")]
         while len(symbols) > 1:
-            ranked = [(self.merge_rank.get(pair, math.inf), index)
-                      for index, pair in enumerate(zip(symbols, symbols[1:]))]
-            rank, _ = min(ranked)
+            # The lowest-ranked adjacent pair (leftmost on ties) is merged next.
+            rank, position = min((self.merge_rank.get(pair, math.inf), index)
+                                 for index, pair in enumerate(zip(symbols, symbols[1:], strict=False)))
             if rank == math.inf:
                 break
-            pair = min(ranked)[1]
-            first, second = symbols[pair], symbols[pair + 1]
+            first, second = symbols[position], symbols[position + 1]
             merged, index = [], 0
             while index < len(symbols):  # merge every occurrence of this pair, left to right
                 if index + 1 < len(symbols) and symbols[index] == first and symbols[index + 1] == second:
@@ -1211,7 +1216,7 @@ class OnnxDecoder:
         positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0)[:, -input_ids.shape[1]:]
         feeds = {"input_ids": input_ids.astype(np.int64), "attention_mask": attention_mask.astype(np.int64),
                  "position_ids": positions.astype(np.int64), **past}
-        outputs = dict(zip(self.output_names, self.session.run(self.output_names, feeds)))
+        outputs = dict(zip(self.output_names, self.session.run(self.output_names, feeds), strict=True))
         next_past = {name.replace("present.", "past_key_values.", 1): value
                      for name, value in outputs.items() if name.startswith("present.")}
         return outputs["logits"], next_past
@@ -1268,7 +1273,7 @@ class Comparison:
         self.max_abs_diff = max(self.max_abs_diff, float(np.max(np.abs(actual - expected))))
         predicted = np.argmax(actual, axis=-1)
         self.argmax_agree += int(np.sum(predicted == np.argmax(expected, axis=-1)))
-        top5 = np.argsort(-expected, axis=-1)[:, :5]
+        top5 = np.argpartition(-expected, 5, axis=-1)[:, :5]
         self.top5_agree += int(np.sum(np.any(top5 == predicted[:, None], axis=-1)))
         self.positions += actual.shape[0]
 
@@ -1280,10 +1285,9 @@ class Comparison:
 
 def default_check_rows(tokenizer: ByteLevelBpeTokenizer) -> list[list[int]]:
     rows = []
-    for kind, text in DEFAULT_CHECK_PROMPTS:
-        if kind == "chat":
-            text = render_chatml([{"role": "system", "content": DEFAULT_CHECK_SYSTEM},
-                                  {"role": "user", "content": text}])
+    for kind, prompt in DEFAULT_CHECK_PROMPTS:
+        text = (render_chatml([{"role": "system", "content": DEFAULT_CHECK_SYSTEM},
+                               {"role": "user", "content": prompt}]) if kind == "chat" else prompt)
         rows.append(tokenizer.encode(text))
     return rows
 
@@ -1437,7 +1441,7 @@ def learn_bpe_merges(text: str, count: int) -> list[tuple[str, str]]:
     while len(merges) < count:
         pairs: dict[tuple[str, str], int] = {}
         for word, frequency in words.items():
-            for pair in zip(word, word[1:]):
+            for pair in zip(word, word[1:], strict=False):
                 pairs[pair] = pairs.get(pair, 0) + frequency
         if not pairs:
             break
@@ -1522,7 +1526,8 @@ def write_tiny_gguf(path: Path, seed: int) -> None:
         add_quantized(p + "attn_q.weight", normal((heads * head_dim, hidden), 0.2), quant.Q4_1)
         add_quantized(p + "attn_k.weight", normal((kv_heads * head_dim, hidden), 0.2), quant.Q4_1)
         add_quantized(p + "attn_v.weight", normal((kv_heads * head_dim, hidden), hidden ** -0.5), quant.Q4_1)
-        add_quantized(p + "attn_output.weight", normal((hidden, heads * head_dim), hidden ** -0.5), quant.Q4_1)
+        add_quantized(p + "attn_output.weight", normal((hidden, heads * head_dim), hidden ** -0.5),
+                      quant.Q4_1)
         writer.add_tensor(p + "ffn_norm.weight", 1.0 + normal((hidden,), 0.1))
         add_quantized(p + "ffn_gate.weight", normal((ffn, hidden), hidden ** -0.5), quant.Q4_1)
         add_quantized(p + "ffn_up.weight", normal((ffn, hidden), hidden ** -0.5), quant.Q4_1)
@@ -1619,7 +1624,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.raw:
             text = args.prompt
         else:
-            tokenizer_config = json.loads((args.model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+            tokenizer_config = json.loads(
+                (args.model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
             system = args.system or default_system_prompt(tokenizer_config.get("chat_template"))
             messages = [{"role": "system", "content": system}] if system else []
             text = render_chatml(messages + [{"role": "user", "content": args.prompt}])

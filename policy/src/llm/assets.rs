@@ -288,7 +288,10 @@ pub fn run_python_tool(
 
 /// Folder where a known model's converted precisions are cached.
 pub fn model_cache_dir(name: &str) -> PathBuf {
-    cache_dir().join("models").join(name)
+    // Keyed by the converter's content: a changed converter converts again.
+    cache_dir()
+        .join("models")
+        .join(format!("{name}-{}", short_hash(CONVERTER)))
 }
 
 /// Looks up a registry model by name.
