@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CI of the C bindings: builds libfrognano, checks that the committed header is current,
-# compiles the C examples (run_tests.c, agent_env.c, synth_tasks.c, train_policy.c) against the
-# header with warnings as errors, and runs them natively, under valgrind (memcheck) and with
-# AddressSanitizer (+ LeakSanitizer); synth_tasks.c under memcheck only on its error path and
-# train_policy.c without its training run (see the valgrind section).
+# compiles the C examples (run_tests.c, agent_env.c, synth_tasks.c, train_policy.c,
+# local_model.c) against the header with warnings as errors, and runs them natively, under
+# valgrind (memcheck) and with AddressSanitizer (+ LeakSanitizer); synth_tasks.c under memcheck
+# only on its error path, train_policy.c without its training run, and local_model.c (on a tiny
+# model made by `frognano models tiny`) natively and under ASAN only (see the valgrind section).
 #
 # Run from the repository root:  bash bindings-c/ci.sh
 #
@@ -52,6 +53,14 @@ cargo build -p frognano-c
 step "header is current (tests/header.rs; FROGNANO_UPDATE_HEADER=1 regenerates it)"
 cargo test -q -p frognano-c --test header
 
+# local_model.c runs on a tiny randomly initialised model (the layout, tokenizer and chat
+# template of the real ones; converted by the inference environment, installed into the cache
+# on first use).
+step "cargo build -p frognano-cli; frognano models tiny (for examples/c/local_model.c)"
+cargo build -p frognano-cli
+"$target/debug/frognano" models tiny "$work/tiny" >/dev/null
+tiny_model="$work/tiny/fp32"
+
 # A repository whose second test aborts the interpreter: the guest executes a wasm `unreachable`
 # (ud2), which wasmtime catches with its SIGILL handler and reports as a crashed run. It checks
 # that wasmtime's signal handlers work under each tool. The example exits 1 for it.
@@ -85,11 +94,12 @@ cflags=(-Wall -Wextra -Werror -std=c11 -g -I bindings-c/include)
 libs=(-L"$lib_dir" -lfrognano)
 export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-step "gcc: examples/c/{run_tests,agent_env,synth_tasks,train_policy}.c against libfrognano.so"
+step "gcc: examples/c/{run_tests,agent_env,synth_tasks,train_policy,local_model}.c against libfrognano.so"
 gcc "${cflags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests"
 gcc "${cflags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env"
 gcc "${cflags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks"
 gcc "${cflags[@]}" examples/c/train_policy.c "${libs[@]}" -o "$work/train_policy"
+gcc "${cflags[@]}" examples/c/local_model.c "${libs[@]}" -o "$work/local_model"
 gcc "${cflags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak"
 
 step "run natively"
@@ -102,6 +112,9 @@ expect_status 2 "$work/synth_tasks" "$trap_repo" 1 2>&1 | grep -E 'error 14: .*e
 # Advantages, learnability, and a tiny training run (about 40 s): one iteration of 2 tasks x 2
 # rollouts, a checkpoint, the held-out evaluation.
 "$work/train_policy" examples/repos/textkit
+# A greedy chat reply of the tiny model with its first log-probabilities, and a bad request
+# refused with FROGNANO_ERROR_CODE_INVALID_OPTION.
+"$work/local_model" "$tiny_model"
 
 # valgrind -----------------------------------------------------------------------------------
 #
@@ -193,6 +206,13 @@ memcheck 2 "$work/vg-synth.log" "$work/synth_tasks" "$trap_repo" 1
 step "valgrind memcheck: examples/c/train_policy --skip-training"
 memcheck 0 "$work/vg-train.log" "$work/train_policy" --skip-training
 
+# local_model.c does not run under memcheck: memcheck reports errors that are not FrogNano's,
+# in the ONNX Runtime library it loads (a 4-byte memcpy whose source and destination are the same
+# address, inside the prebuilt libonnxruntime, which has no symbols to suppress by) and in ld.so
+# while it loads it (its SSE strncmp reading past the RPATH string, a known false positive), and
+# no definite leak. It runs natively and under ASAN + LeakSanitizer below, which instruments the
+# C code and tracks every allocation of the Rust library; tests/llm.rs covers the other paths.
+
 step "valgrind memcheck: the deliberate leak is reported"
 memcheck 99 "$work/vg-leak.log" "$work/leak"
 grep -q 'definitely lost: [1-9]' "$work/vg-leak.log"
@@ -219,6 +239,7 @@ gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$w
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/train_policy.c "${libs[@]}" -o "$work/train_policy_asan"
+gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/local_model.c "${libs[@]}" -o "$work/local_model_asan"
 gcc "${cflags[@]}" "${asan_flags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak_asan"
 
 step "AddressSanitizer: examples/c/run_tests examples/repos/textkit"
@@ -236,6 +257,9 @@ expect_status 2 "$work/synth_tasks_asan" "$trap_repo" 1 2>&1 | grep -E 'error 14
 
 step "AddressSanitizer: examples/c/train_policy (advantages and a tiny training run)"
 "$work/train_policy_asan" examples/repos/textkit | tail -n 1
+
+step "AddressSanitizer: examples/c/local_model (a local model on ONNX Runtime)"
+"$work/local_model_asan" "$tiny_model" | tail -n 1
 
 step "AddressSanitizer: the deliberate leak is reported"
 expect_status 99 "$work/leak_asan" 2>"$work/asan-leak.log" >/dev/null

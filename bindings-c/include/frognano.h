@@ -870,9 +870,9 @@ void frognano_env_free(struct FrognanoEnv *env);
  * `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
  * `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), or `"onnx:MODEL"`: a
  * local chat model (a model folder or registry name, as `frognano_model_load` takes) replying
- * greedily with one command per turn, the episodes of a step generated as one batch. `workers`
- * is the number of parallel environments (0 = the sandbox's worker count, by default the number of
- * CPUs; never more than the tasks).
+ * greedily with one command per turn, the episodes of a step generated as one batch.
+ * `workers` is the number of parallel environments (0 = the sandbox's worker count, by
+ * default the number of CPUs; never more than the tasks).
  *
  * On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
  * `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,

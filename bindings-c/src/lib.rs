@@ -2562,18 +2562,19 @@ fn request_prompt(
     chat: bool,
 ) -> Result<Vec<u32>, FrognanoError> {
     use serde_json::Value;
-    let at = format!("request_json: `prompts[{index}]`");
+    let at = format!("prompts[{index}]");
     if chat {
         let messages: Vec<ChatMessage> = match prompt {
             Value::String(text) => vec![ChatMessage::new("user", text.clone())],
             Value::Array(_) => serde_json::from_value(prompt.clone()).map_err(|e| {
                 invalid_option(format!(
-                    "{at}: a conversation is an array of {{\"role\", \"content\"}} objects: {e}"
+                    "request_json: `{at}`: a conversation is an array of {{\"role\", \"content\"}} \
+                     objects: {e}"
                 ))
             })?,
             _ => {
                 return Err(invalid_option(format!(
-                    "{at} must be a string (one user message) or an array of \
+                    "request_json: `{at}` must be a string (one user message) or an array of \
                      {{\"role\", \"content\"}} objects when `chat` is true"
                 )));
             }
@@ -2590,13 +2591,14 @@ fn request_prompt(
                     .and_then(|id| u32::try_from(id).ok())
                     .ok_or_else(|| {
                         invalid_option(format!(
-                            "{at}[{i}]: a token id is an integer from 0 to 4294967295, got {item}"
+                            "request_json: `{at}[{i}]`: a token id is an integer from 0 to \
+                             4294967295, got {item}"
                         ))
                     })
             })
             .collect(),
         _ => Err(invalid_option(format!(
-            "{at} must be a string (raw text) or an array of token ids"
+            "request_json: `{at}` must be a string (raw text) or an array of token ids"
         ))),
     }
 }

@@ -105,7 +105,11 @@ fn load(model: &str, options: Option<&str>) -> Result<Model, (FrognanoErrorCode,
 }
 
 fn tiny_model() -> Model {
-    load(tiny().to_str().expect("UTF-8"), Some(r#"{"intra_threads": 1}"#)).expect("load")
+    load(
+        tiny().to_str().expect("UTF-8"),
+        Some(r#"{"intra_threads": 1}"#),
+    )
+    .expect("load")
 }
 
 /// Runs a generation request (checking that `out_json` stays untouched on failure).
@@ -181,11 +185,8 @@ fn greedy_generation_of_token_and_text_prompts() {
     }
     assert_eq!(out["timing"]["generated_tokens"], 16);
     // Greedy decoding is deterministic, and a batch gives each row what it gets alone.
-    assert_eq!(generate(&model, &request).expect("again"), {
-        let mut again = out.clone();
-        again["timing"] = generate(&model, &request).expect("again")["timing"].clone();
-        again
-    });
+    let again = generate(&model, &request).expect("again");
+    assert_eq!(again["generations"], out["generations"]);
     let single = greedy(&model, json!(["def add(a, b):"]), 8);
     assert_eq!(ids(&single[0]), ids(&generations[1]));
 }
@@ -261,7 +262,11 @@ fn bad_requests_are_error_objects() {
     ];
     for (request, expected) in cases {
         let (code, message) = generate(&model, request).expect_err(request);
-        assert_eq!(code, FrognanoErrorCode::InvalidOption, "{request}: {message}");
+        assert_eq!(
+            code,
+            FrognanoErrorCode::InvalidOption,
+            "{request}: {message}"
+        );
         assert!(message.contains(expected), "{request}: {message}");
     }
     // The model is still usable after errors.
@@ -273,7 +278,9 @@ fn bad_requests_are_error_objects() {
 #[test]
 fn load_errors_are_error_objects() {
     let missing = std::env::temp_dir().join("frognano-c-no-such-model");
-    let (code, message) = load(missing.to_str().expect("UTF-8"), None).err().expect("missing");
+    let (code, message) = load(missing.to_str().expect("UTF-8"), None)
+        .err()
+        .expect("missing");
     assert_eq!(code, FrognanoErrorCode::Inference);
     assert!(message.contains("not a model folder"), "{message}");
     let (code, message) = load("no-such-model", None).err().expect("unknown name");
@@ -287,7 +294,11 @@ fn load_errors_are_error_objects() {
         (r#"{"intra_threads": -1}"#, "intra_threads"),
     ] {
         let (code, message) = load(tiny, Some(options)).err().expect(options);
-        assert_eq!(code, FrognanoErrorCode::InvalidOption, "{options}: {message}");
+        assert_eq!(
+            code,
+            FrognanoErrorCode::InvalidOption,
+            "{options}: {message}"
+        );
         assert!(message.contains(expected), "{options}: {message}");
     }
     // One ONNX Runtime per process: another library than the loaded one is refused.
@@ -308,8 +319,11 @@ fn null_pointers_and_bad_strings_are_handled() {
     let mut out_json: *mut c_char = ptr::null_mut();
     // SAFETY: every pointer is NULL or valid for the duration of the call.
     unsafe {
-        let (code, message) =
-            take_error(frognano_model_load(ptr::null(), ptr::null(), &mut out_model));
+        let (code, message) = take_error(frognano_model_load(
+            ptr::null(),
+            ptr::null(),
+            &mut out_model,
+        ));
         assert_eq!(code, FrognanoErrorCode::NullPointer);
         assert!(message.contains("model"), "{message}");
         let (code, _) = take_error(frognano_model_load(
@@ -374,7 +388,8 @@ fn evaluate_takes_a_local_model_as_its_policy() {
         frognano_task_set_free(all);
     }
     // One task (the record holds the absolute repository path) in a file of its own.
-    let one = std::env::temp_dir().join(format!("frognano-c-llm-task-{}.jsonl", std::process::id()));
+    let one =
+        std::env::temp_dir().join(format!("frognano-c-llm-task-{}.jsonl", std::process::id()));
     let task = take_json(task);
     std::fs::write(&one, format!("{task}\n")).expect("write task");
     let one_c = cstring(one.to_str().expect("UTF-8"));
@@ -386,7 +401,15 @@ fn evaluate_takes_a_local_model_as_its_policy() {
     let policy = cstring(&format!("onnx:{}", tiny().display()));
     let mut summary = ptr::null_mut();
     // SAFETY: live handles, a valid string and out-pointer.
-    unsafe { assert_ok(frognano_evaluate(sandbox, tasks, policy.as_ptr(), 1, &mut summary)) };
+    unsafe {
+        assert_ok(frognano_evaluate(
+            sandbox,
+            tasks,
+            policy.as_ptr(),
+            1,
+            &mut summary,
+        ))
+    };
     let summary = take_json(summary);
     assert_eq!(summary["episodes"], 1, "{summary}");
     assert_eq!(summary["resolved"], 0, "{summary}");

@@ -160,7 +160,7 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         bar.set_message(format!("step {step}: {}", first_line(&action_text, 60)));
         let result = env.step_action(&output.action)?;
         env.annotate_last_step(&output);
-        bar.println(format!(
+        let line = format!(
             "{step:>3}. {}\n     -> {}{}",
             first_line(&action_text, 100),
             if result.observation.is_error {
@@ -169,7 +169,9 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
                 ""
             },
             first_line(&result.observation.text, 100)
-        ));
+        );
+        // Printed around the spinner (a hidden spinner, as in a pipe, would swallow println).
+        bar.suspend(|| println!("{line}"));
         if result.terminated || result.truncated {
             break;
         }

@@ -18,6 +18,8 @@ pub enum ModelsCommand {
     Setup(SetupArgs),
     /// Download, verify and convert a known model to ONNX (int4 and fp32). Idempotent.
     Fetch(FetchArgs),
+    /// Check a known model against an independent numpy forward pass over its GGUF weights.
+    Check(FetchArgs),
     /// List the known models and whether they are cached.
     List,
     /// Write a tiny randomly initialised model (same layout as the real ones; for tests).
@@ -102,6 +104,45 @@ pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
                     sub.display(),
                     folder_size(&sub) as f64 / 1e6
                 );
+            }
+        }
+        ModelsCommand::Check(args) => {
+            let bar = spinner(&args.name);
+            let progress = |message: &str| bar.set_message(message.to_string());
+            let summaries = assets::check_model(&args.name, &progress);
+            bar.finish_and_clear();
+            let mut all_ok = true;
+            for summary in summaries? {
+                let ok = summary["ok"].as_bool().unwrap_or(false);
+                all_ok &= ok;
+                let figure = |key: &str| {
+                    format!(
+                        "max |diff| {:.2e}, argmax {:.1}%",
+                        summary[key]["max_abs_diff"].as_f64().unwrap_or(f64::NAN),
+                        100.0
+                            * summary[key]["argmax_agreement"]
+                                .as_f64()
+                                .unwrap_or(f64::NAN)
+                    )
+                };
+                println!(
+                    "{} {}: vs reference {}; cached vs full {}; padded batch vs single {} \
+                     (logit scale {:.1}) -> {}",
+                    args.name,
+                    summary["precision"].as_str().unwrap_or("?"),
+                    figure("vs_reference"),
+                    figure("cached_vs_full"),
+                    figure("padded_vs_single"),
+                    summary["logit_scale"].as_f64().unwrap_or(f64::NAN),
+                    if ok {
+                        "ok".to_string()
+                    } else {
+                        format!("FAILED {}", summary["failures"])
+                    }
+                );
+            }
+            if !all_ok {
+                return Ok(ExitCode::from(1));
             }
         }
         ModelsCommand::List => {

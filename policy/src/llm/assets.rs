@@ -347,6 +347,40 @@ pub fn fetch_model(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Checks a fetched model against the independent numpy forward pass over its GGUF weights
+/// (the converter's `check`: full logits, cached decoding against recomputation, a left-padded
+/// batch against single rows), one summary per precision; an `"ok": false` summary lists its
+/// failures.
+pub fn check_model(name: &str, progress: Progress<'_>) -> Result<Vec<serde_json::Value>> {
+    let model = known_model(name)
+        .ok_or_else(|| InferenceError::Setup(format!("unknown model {name:?}")))?;
+    let dir = fetch_model(name, progress)?;
+    let member_name = Path::new(model.member)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("model.gguf");
+    let gguf = cache_dir()
+        .join("models")
+        .join(".sources")
+        .join(member_name);
+    PRECISIONS
+        .iter()
+        .map(|precision| {
+            progress(&format!("checking {precision} against the numpy reference"));
+            run_converter(
+                &[
+                    "check".into(),
+                    "--gguf".into(),
+                    gguf.display().to_string(),
+                    "--model-dir".into(),
+                    dir.join(precision).display().to_string(),
+                ],
+                progress,
+            )
+        })
+        .collect()
+}
+
 /// Writes a tiny randomly initialised model (same layout, same conversion path as the real
 /// ones; for fast tests) into `out/fp32` and `out/int4`.
 pub fn make_tiny_model(out: &Path, seed: u64, progress: Progress<'_>) -> Result<()> {
