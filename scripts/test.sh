@@ -12,6 +12,8 @@ echo "== cargo build"
 cargo build --workspace --all-targets
 echo "== frognano setup (fetches, verifies, compiles and snapshots the runtime once; cached afterwards)"
 "$bin/frognano" setup --all-images
+echo "== frognano models setup (inference environment: pinned, hash-checked Python packages and ONNX Runtime)"
+"$bin/frognano" models setup
 echo "== cargo test"
 cargo test --workspace
 echo "== Python package: wheel into a fresh virtualenv, tests against the installed package"
@@ -33,3 +35,21 @@ train_dir="$(mktemp -d)"
 "$bin/frognano" train --config examples/train/smoke.toml -o "$train_dir"
 test -s "$train_dir/curves.png" && test "$(wc -l < "$train_dir/metrics.jsonl")" -eq 2
 expect "resolved" "$bin/frognano" eval --tasks "$train_dir/held_out.jsonl" --policy "repair:$train_dir/checkpoint.json"
+echo "== local models: tiny model (policy in the environment, agent), SmolLM2 (fetch, check against the numpy reference, generate), benchmark"
+tiny_dir="$(mktemp -d)"
+"$bin/frognano" models tiny "$tiny_dir"
+"$bin/frognano" generate --model "$tiny_dir/int4" --prompt "hello" --prompt "fix the failing test" --max-new-tokens 8 --temperature 0.8 --json
+expect "episodes" "$bin/frognano" eval --policy "onnx:$tiny_dir/int4" --limit 2 --max-steps 2
+agent_repo="$(mktemp -d)/tinyparse"
+cp -r examples/repos/tinyparse "$agent_repo"
+# The bug of the first sample task, so that some tests fail.
+python3 -c "import json; print(json.loads(open('examples/tasks/sample.jsonl').readline())['bug_patch'], end='')" > "$agent_repo.diff"
+(cd "$agent_repo" && git apply "$agent_repo.diff")
+before="$(cd "$agent_repo" && find . -type f -exec sha256sum {} + | sort | sha256sum)"
+"$bin/frognano" agent "$agent_repo" --model "$tiny_dir/int4" --max-steps 2 --max-new-tokens 16 || test $? -eq 1
+after="$(cd "$agent_repo" && find . -type f -exec sha256sum {} + | sort | sha256sum)"
+test "$before" = "$after" || { echo "frognano agent changed the repository without --apply" >&2; exit 1; }
+"$bin/frognano" models fetch smollm2-135m
+"$bin/frognano" models check smollm2-135m
+expect "def " "$bin/frognano" generate --prompt "Write a Python function that reverses a string." --max-new-tokens 40
+"$bin/frognano" bench policy --repeats 1 --prompt-tokens 32 --new-tokens 8 --batch-sizes 1,2

@@ -257,3 +257,36 @@ fn apply_patch(repo: &Path, diff: &str) -> anyhow::Result<Vec<String>> {
     }
     Ok(touched)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_patch_writes_all_or_nothing_inside_the_repository() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = dir.path();
+        std::fs::create_dir_all(repo.join("pkg")).expect("mkdir");
+        std::fs::write(
+            repo.join("pkg/calc.py"),
+            "def add(a, b):\n    return a - b\n",
+        )
+        .expect("write");
+        let diff = "diff --git a/pkg/calc.py b/pkg/calc.py\n--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n";
+        let touched = apply_patch(repo, diff).expect("applies");
+        assert_eq!(touched, vec!["pkg/calc.py".to_string()]);
+        assert_eq!(
+            std::fs::read_to_string(repo.join("pkg/calc.py")).expect("read"),
+            "def add(a, b):\n    return a + b\n"
+        );
+        // Applying again fails (the file changed) and writes nothing.
+        assert!(apply_patch(repo, diff).is_err());
+        assert_eq!(
+            std::fs::read_to_string(repo.join("pkg/calc.py")).expect("read"),
+            "def add(a, b):\n    return a + b\n"
+        );
+        let escape = "diff --git a/../outside.py b/../outside.py\n--- a/../outside.py\n+++ b/../outside.py\n@@ -1 +1 @@\n-x\n+y\n";
+        let err = apply_patch(repo, escape).expect_err("outside the repository");
+        assert!(err.to_string().contains("outside"), "{err}");
+    }
+}

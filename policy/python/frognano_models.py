@@ -1424,7 +1424,7 @@ If the tests fail, the agent reads the error message and tries again.
 """
 
 TINY_HPARAMS = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 128,
-                "context": 512, "rope_base": 10000.0, "eps": 1e-5, "merges": 300}
+                "context": 4096, "rope_base": 10000.0, "eps": 1e-5, "merges": 300}
 TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 

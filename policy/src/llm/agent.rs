@@ -181,7 +181,7 @@ impl OnnxPolicy {
                 + 8;
             if overhead >= budget {
                 return Err(InferenceError::InvalidRequest(format!(
-                    "the system prompt and chat template alone take {overhead} of the {budget}                      prompt tokens"
+                    "the system prompt and chat template alone take {overhead} of the {budget} prompt tokens"
                 )));
             }
             let mut keep = full_text.len();
