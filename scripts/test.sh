@@ -52,4 +52,4 @@ test "$before" = "$after" || { echo "frognano agent changed the repository witho
 "$bin/frognano" models fetch smollm2-135m
 "$bin/frognano" models check smollm2-135m
 expect "def " "$bin/frognano" generate --prompt "Write a Python function that reverses a string." --max-new-tokens 40
-"$bin/frognano" bench policy --repeats 1 --prompt-tokens 32 --new-tokens 8 --batch-sizes 1,2
+"$bin/frognano" bench policy --rounds 1 --repeats 1 --prompt-tokens 32 --new-tokens 8 --batch-sizes 1,2

@@ -208,6 +208,9 @@ impl From<EnvError> for FrognanoError {
             EnvError::InvalidOption(_) => FrognanoErrorCode::InvalidOption,
             EnvError::NoEpisode => FrognanoErrorCode::Episode,
             EnvError::Io { .. } => FrognanoErrorCode::Io,
+            EnvError::Core(ref failed) if is_onnx_policy_failure(failed) => {
+                FrognanoErrorCode::Inference
+            }
             EnvError::Core(_) => FrognanoErrorCode::Runtime,
         };
         FrognanoError::new(code, err.to_string())
@@ -1853,6 +1856,7 @@ impl From<frognano_core::Error> for FrognanoError {
             frognano_core::Error::Invalid { .. } => FrognanoErrorCode::InvalidOption,
             frognano_core::Error::Path { .. } => FrognanoErrorCode::Repo,
             frognano_core::Error::Io(_) => FrognanoErrorCode::Io,
+            failed if is_onnx_policy_failure(failed) => FrognanoErrorCode::Inference,
             frognano_core::Error::Json(_) | frognano_core::Error::Component { .. } => {
                 FrognanoErrorCode::Training
             }
@@ -2432,6 +2436,18 @@ pub unsafe extern "C" fn frognano_train(
 // Local language models
 // ---------------------------------------------------------------------------------------------
 
+/// Whether a rollout failed because a local model policy did (frognano-policy reports its
+/// errors as this component).
+fn is_onnx_policy_failure(err: &frognano_core::Error) -> bool {
+    matches!(
+        err,
+        frognano_core::Error::Component {
+            component: "onnx policy",
+            ..
+        }
+    )
+}
+
 impl From<InferenceError> for FrognanoError {
     fn from(err: InferenceError) -> Self {
         let code = match &err {
@@ -2839,6 +2855,11 @@ mod tests {
             source: std::io::Error::other("gone"),
         });
         assert_eq!(io.code, FrognanoErrorCode::Io);
+        let in_rollout = frognano_core::Error::from(InferenceError::Inference("failed".into()));
+        assert_eq!(
+            FrognanoError::from(EnvError::Core(in_rollout)).code,
+            FrognanoErrorCode::Inference
+        );
     }
 
     #[test]

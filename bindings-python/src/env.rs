@@ -42,8 +42,23 @@ pub(crate) fn env_err(py: Python<'_>, err: EnvError) -> PyErr {
 fn core_err(py: Python<'_>, err: frognano_core::Error) -> PyErr {
     match err {
         frognano_core::Error::Invalid { .. } => error_class(py, "TaskError", err.to_string()),
+        ref failed if is_onnx_policy_failure(failed) => {
+            error_class(py, "InferenceError", err.to_string())
+        }
         other => error_class(py, "FrognanoError", other.to_string()),
     }
+}
+
+/// Whether a rollout failed because a local model policy did (frognano-policy reports its
+/// errors as this component).
+pub(crate) fn is_onnx_policy_failure(err: &frognano_core::Error) -> bool {
+    matches!(
+        err,
+        frognano_core::Error::Component {
+            component: "onnx policy",
+            ..
+        }
+    )
 }
 
 fn to_json(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String> {

@@ -37,7 +37,8 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::{Value, json};
 
 use crate::env::{
-    env_err, error_class, from_py_json, outputs_from_py, sandbox_of, tasks_from_py, to_py,
+    env_err, error_class, from_py_json, is_onnx_policy_failure, outputs_from_py, sandbox_of,
+    tasks_from_py, to_py,
 };
 use crate::llm::{PyOnnxPolicy, policy_from_spec};
 use crate::synth::synth_err;
@@ -84,6 +85,9 @@ fn core_err(py: Python<'_>, err: frognano_core::Error) -> PyErr {
             kind: "training configuration",
             ..
         } => error_class(py, "ConfigError", err.to_string()),
+        failed if is_onnx_policy_failure(failed) => {
+            error_class(py, "InferenceError", err.to_string())
+        }
         _ => error_class(py, "TrainingError", err.to_string()),
     }
 }

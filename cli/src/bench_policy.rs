@@ -32,6 +32,10 @@ pub struct BenchPolicyArgs {
     /// Timed runs per measurement (after one warm-up); medians are reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// Rounds: each runs both engines (in alternating order) in fresh processes; the table shows
+    /// each figure's median over the rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Only FrogNano (no onnxruntime-genai side).
     #[arg(long)]
     no_genai: bool,
@@ -116,6 +120,33 @@ fn run_json(command: &mut Command, what: &str) -> anyhow::Result<WorkerReport> {
     serde_json::from_str(line).with_context(|| format!("read the {what} worker's report {line:?}"))
 }
 
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Per-figure medians over rounds of the same engine.
+fn median_report(rounds: &[WorkerReport]) -> WorkerReport {
+    let mut merged = rounds[0].clone();
+    merged.load_s = median(rounds.iter().map(|r| r.load_s).collect());
+    merged.peak_rss_mb = median(rounds.iter().map(|r| r.peak_rss_mb).collect());
+    for (i, batch) in merged.batches.iter_mut().enumerate() {
+        let pick = |f: &dyn Fn(&frognano_policy::llm::bench::BatchFigures) -> f64| {
+            median(
+                rounds
+                    .iter()
+                    .filter_map(|r| r.batches.get(i))
+                    .map(f)
+                    .collect(),
+            )
+        };
+        batch.prefill_tok_s = pick(&|b| b.prefill_tok_s);
+        batch.ttft_ms = pick(&|b| b.ttft_ms);
+        batch.decode_tok_s = pick(&|b| b.decode_tok_s);
+    }
+    merged
+}
+
 /// Weight bytes a decode step reads: the ONNX files minus the embedding table, of which a step
 /// reads one row per token (the tied output projection is a separate, full-size weight).
 fn bytes_read_per_token(dir: &std::path::Path, config: &ModelConfig) -> anyhow::Result<u64> {
@@ -189,36 +220,54 @@ pub fn bench_policy(args: &BenchPolicyArgs) -> anyhow::Result<ExitCode> {
             .collect::<Vec<_>>()
             .join(",");
         let bar = spinner(precision);
-        bar.set_message("FrogNano");
-        let ours = run_json(
-            Command::new(&me)
+        let ours_command = || {
+            let mut command = Command::new(&me);
+            command
                 .args(["bench", "policy-worker", "--model"])
                 .arg(&dir)
                 .arg("--prompts")
                 .arg(&prompts)
                 .args(["--new-tokens", &args.new_tokens.to_string()])
                 .args(["--batch-sizes", &batches])
-                .args(["--repeats", &args.repeats.to_string()]),
-            "FrogNano",
-        )?;
-        let peer = match &genai_env {
-            Some(env) => {
-                bar.set_message("onnxruntime-genai");
-                Some(run_json(
-                    Command::new(&env.python)
-                        .arg(&genai_script)
-                        .arg("--model")
-                        .arg(&dir)
-                        .arg("--prompts")
-                        .arg(&prompts)
-                        .args(["--new-tokens", &args.new_tokens.to_string()])
-                        .args(["--batch-sizes", &batches])
-                        .args(["--repeats", &args.repeats.to_string()]),
-                    "onnxruntime-genai",
-                )?)
-            }
-            None => None,
+                .args(["--repeats", &args.repeats.to_string()]);
+            command
         };
+        let peer_command = |python: &std::path::Path| {
+            let mut command = Command::new(python);
+            command
+                .arg(&genai_script)
+                .arg("--model")
+                .arg(&dir)
+                .arg("--prompts")
+                .arg(&prompts)
+                .args(["--new-tokens", &args.new_tokens.to_string()])
+                .args(["--batch-sizes", &batches])
+                .args(["--repeats", &args.repeats.to_string()]);
+            command
+        };
+        let mut ours_rounds = Vec::new();
+        let mut peer_rounds = Vec::new();
+        for round in 0..args.rounds.max(1) {
+            // Alternate which engine goes first, so drift on a noisy machine hits both.
+            let peer_first = round % 2 == 1;
+            for engine in 0..2 {
+                let run_peer = (engine == 0) == peer_first;
+                if run_peer {
+                    if let Some(env) = &genai_env {
+                        bar.set_message(format!("round {}: onnxruntime-genai", round + 1));
+                        peer_rounds.push(run_json(
+                            &mut peer_command(&env.python),
+                            "onnxruntime-genai",
+                        )?);
+                    }
+                } else {
+                    bar.set_message(format!("round {}: FrogNano", round + 1));
+                    ours_rounds.push(run_json(&mut ours_command(), "FrogNano")?);
+                }
+            }
+        }
+        let ours = median_report(&ours_rounds);
+        let peer = (!peer_rounds.is_empty()).then(|| median_report(&peer_rounds));
         bar.finish_and_clear();
         results.push((precision.clone(), weight_bytes, ours, peer));
     }
@@ -296,14 +345,15 @@ pub fn bench_policy(args: &BenchPolicyArgs) -> anyhow::Result<ExitCode> {
         "ratios in brackets: FrogNano / onnxruntime-genai (higher is better for tok/s, lower for \
          TTFT and memory). Memory read bandwidth {bandwidth_gbs:.1} GB/s ({bandwidth_threads} \
          thread(s)); floor = bandwidth / weight bytes, the decode rate if every token read every \
-         weight once. {} prompt tokens, {} new tokens per row, greedy, median of {} runs.",
-        args.prompt_tokens, args.new_tokens, args.repeats
+         weight once. {} prompt tokens, {} new tokens per row, greedy; each figure is the median over {} rounds of the median of {} runs.",
+        args.prompt_tokens, args.new_tokens, args.rounds, args.repeats
     );
     let report = serde_json::json!({
         "model": args.model,
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,
+        "rounds": args.rounds,
         "memory_bandwidth_gbs": bandwidth_gbs,
         "results": json_rows,
     });
