@@ -260,3 +260,11 @@ def test_onnx_policy_in_evaluate_and_the_trainer(tiny, sandbox):
         assert len(records[0]["steps"]) <= 2
     with pytest.raises(frognano.InvalidArgumentError, match="does not learn"):
         frognano.GrpoTrainer(sandbox, policy, tasks)
+    # A policy failing during the rollout (no prompt fits in 1 token) is an InferenceError.
+    cramped = frognano.OnnxPolicy(tiny, max_prompt_tokens=1)
+    with pytest.raises(frognano.InvalidArgumentError, match="prompt"):
+        cramped.act([context("Fix the failing test.")])
+    with pytest.raises(frognano.InferenceError, match="onnx policy"):
+        frognano.evaluate(tasks, cramped, sandbox=sandbox, max_steps=2)
+    with pytest.raises(frognano.InferenceError, match="not a model folder"):
+        frognano.evaluate(tasks, "onnx:no/such/model/folder", sandbox=sandbox, max_steps=2)

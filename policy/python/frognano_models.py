@@ -7,16 +7,20 @@ Subcommands (progress lines go to stderr, a one-line JSON summary to stdout):
 
   convert    GGUF (llama architecture) -> OUT/fp32 and OUT/int4 model folders, each holding
              model.onnx, config.json, generation_config.json, tokenizer.json,
-             tokenizer_config.json and genai_config.json.
+             tokenizer_config.json and genai_config.json. `--layout genai` writes the
+             onnxruntime-genai builder layout instead, into OUT/genai-fp32 and OUT/genai-int4
+             (plus model.onnx.data); `--layout all` writes both (four folders).
   tiny       Writes a tiny random llama GGUF (OUT/tiny.gguf, quantized like SmolLM2's) and
-             converts it exactly like `convert`, for fast tests.
+             converts it exactly like `convert`, for fast tests; by default in both layouts
+             (OUT/fp32, OUT/int4, OUT/genai-fp32, OUT/genai-int4; about 0.3 s).
   reference  Independent numpy forward pass over the dequantized GGUF weights, following
              llama.cpp's own conventions (GGUF Q/K row order, adjacent-pair rotary).
   check      Compares an ONNX model folder against `reference`: full-sequence logits,
-             KV-cached decoding, a left-padded batch and batched greedy decoding.
+             KV-cached decoding, a left-padded batch and batched greedy decoding (genai layout:
+             an equal-length batch instead of the left-padded one, plus chunked prefill).
   generate   Greedy chat generation with onnxruntime (a sanity tool).
 
-ONNX decoder layout (HF optimum convention; the Rust runtime depends on it exactly):
+ONNX decoder layout "optimum" (HF optimum convention; the Rust runtime depends on it exactly):
 
   inputs   input_ids        int64   [batch_size, sequence_length]
            attention_mask   int64   [batch_size, total_sequence_length]   (0 on left padding)
@@ -37,6 +41,32 @@ activations go through int8). `--int4-method gguf` (default) carries the GGUF's 
 Q8_0 blocks over without re-rounding (plus a small per-block correction for Q4_1's float
 minimum), so int4 computes the GGUF's weights; `--int4-method rtn` re-quantizes the fp32 weights
 with onnxruntime's MatMulNBitsQuantizer (asymmetric) instead. The embedding Gather stays fp32.
+
+ONNX decoder layout "genai" (what onnxruntime-genai's model builder writes for llama on CPU,
+builder 0.18.0: node, initializer, input and output names as it writes them; opset 22, IR 10,
+all weights in model.onnx.data):
+
+  inputs   input_ids        int64   [batch_size, sequence_length]
+           attention_mask   int64   [batch_size, total_sequence_length]
+           past_key_values.{i}.key  (all layers' keys first, then all values)
+           past_key_values.{i}.value
+                            float32 [batch_size, num_kv_heads, past_sequence_length, kv_cache_dim]
+  outputs  logits           float32 [batch_size, sequence_length, vocab_size]
+           present.{i}.key, then present.{i}.value
+                            float32 [batch_size, num_kv_heads, total_sequence_length, kv_cache_dim]
+
+There is no position_ids input: every layer is one com.microsoft GroupQueryAttention over a
+packed QKV projection (do_rotary=1 with cos_cache/sin_cache [context_length, head_dim / 2],
+rotary_interleaved=0 on HF-order Q/K rows, seqlens_k = sum(attention_mask) - 1 as int32,
+total_sequence_length = attention_mask width as int32), and rotary positions come from
+seqlens_k, so rows must not be left-padded (generate uneven rows one at a time). RMSNorms are
+SimplifiedLayerNormalization (first) and com.microsoft SkipSimplifiedLayerNormalization (the rest,
+fusing the residual adds). kv_cache_dim is symbolic, as the builder writes it; it equals
+head_dim. The past may be fed at its actual length (present of the previous step, growing) or
+as a max-length buffer shared with present (genai_config: past_present_share_buffer = true,
+what onnxruntime-genai does). int4: the same MatMulNBits weights as in the optimum layout, with
+the quantizer's names (node `<MatMul>_Q4`/`_Q8`, initializers `<weight>_Q4`, `_scales`,
+`_zero_points`).
 """
 
 from __future__ import annotations
@@ -64,6 +94,10 @@ import numpy as np
 
 ONNX_OPSET = 17
 ONNX_IR_VERSION = 8  # the IR version that goes with opset 17; keeps older onnxruntime builds happy
+# The genai layout uses what onnxruntime-genai's builder (0.18.0) declares.
+GENAI_ONNX_OPSET = 22
+GENAI_ONNX_IR_VERSION = 10
+LAYOUTS = ("optimum", "genai")
 
 # Added to the attention scores of masked keys. Large enough that exp() underflows to exactly 0,
 # small enough that adding it twice can never overflow to -inf (which would turn into NaN).
@@ -97,6 +131,9 @@ INT4_METHODS = ("gguf", "rtn")
 #     every 32-weight block moves by up to half a step (RMS 0.29 step, a second 4-bit rounding),
 #     and the Q8_0 lm-head drops to 4 bits [argmax 0.57 / 0.56, top-5 0.91 / 0.87,
 #     max |diff| 0.54 / 0.40 of logit_scale]. A broken graph scores near 0 on both.
+# * The genai layout is held to the same tolerances [fp32: vs reference 9.0e-5 / 1.8e-5, cached
+#   5.7e-5 / 1.6e-5, chunked 6.1e-5 / 1.4e-5, equal-length batch 0; int4 gguf: vs reference
+#   1.96 (argmax 0.996) / 0.51 (0.963), cached 1.65 / 0.13, chunked 1.11 / 0.13, batch 0].
 FP32_REL_TOL = 1e-3
 CONSISTENCY_REL_TOL = 1e-3
 INT4_CONSISTENCY_REL_TOL = 0.08
@@ -501,6 +538,165 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
     return model, g.linear_sources
 
 
+# ----------------------------------------------------------------------------------------------
+# Converter: ONNX graph, onnxruntime-genai builder layout
+# ----------------------------------------------------------------------------------------------
+
+
+def genai_cache_names(hp: LlamaHParams) -> tuple[list[str], list[str]]:
+    """Cache input and output names in the builder's order: every layer's key, then every value."""
+    layers = range(hp.num_hidden_layers)
+    past = ([f"past_key_values.{i}.key" for i in layers] + [f"past_key_values.{i}.value" for i in layers])
+    present = [f"present.{i}.key" for i in layers] + [f"present.{i}.value" for i in layers]
+    return past, present
+
+
+def build_genai_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray],
+                              metadata: dict[str, str]):
+    """Builds the fp32 decoder in onnxruntime-genai's builder layout (see the module docstring).
+
+    Mirrors the builder's llama graph for the CPU execution provider and float32 I/O (builder
+    0.18.0, `Model.make_model`): names of nodes, initializers and values are the builder's.
+    Returns (model, linear_sources); a packed QKV weight's source is a tuple (q, k, v).
+    """
+    from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
+
+    heads, kv_heads, head_dim = hp.num_attention_heads, hp.num_key_value_heads, hp.head_dim
+    layers = hp.num_hidden_layers
+    nodes, initializers = [], []
+    constants: set[str] = set()
+    linear_sources: dict[str, LinearSource | tuple[LinearSource, ...]] = {}
+
+    def node(op_type: str, inputs: list[str], outputs: list[str], name: str, domain: str | None = None,
+             **attributes) -> str:
+        nodes.append(helper.make_node(op_type, inputs, outputs, name=name, domain=domain, **attributes))
+        return outputs[0]
+
+    def constant(value) -> str:
+        """An int64 Constant node named like the builder's (`/model/constants/INT64/[1]`)."""
+        name = f"/model/constants/INT64/{value}"
+        if name not in constants:
+            constants.add(name)
+            tensor = numpy_helper.from_array(np.array(value, dtype=np.int64), name)
+            node("Constant", [], [name], name.replace("/constants/", "/constant_nodes/"), value=tensor)
+        return name
+
+    def initializer(name: str, array: np.ndarray) -> str:
+        initializers.append(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
+        return name
+
+    def matmul(name: str, x: str, weight: np.ndarray, source, output: str | None = None) -> str:
+        """A MatMul named like the builder's (`/model/.../MatMul`, weight `model....MatMul.weight`);
+        weight is [out, in] (HF order)."""
+        weight_name = initializer(name[1:].replace("/", ".") + ".weight", weight.T)
+        linear_sources[weight_name] = source
+        return node("MatMul", [x, weight_name], [output or f"{name}/output_0"], name)
+
+    batch, seq, past, total = ("batch_size", "sequence_length", "past_sequence_length",
+                               "total_sequence_length")
+    past_names, present_names = genai_cache_names(hp)
+    graph_inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [batch, total]),
+    ] + [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, kv_heads, past, "kv_cache_dim"])
+         for name in past_names]
+    graph_outputs = [
+        helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, hp.vocab_size]),
+    ] + [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, kv_heads, total, "kv_cache_dim"])
+         for name in present_names]
+
+    # seqlens_k = sum(attention_mask) - 1 and total_sequence_length, both int32, for every layer.
+    mask_base = "/model/attn_mask_reformat/attn_mask_subgraph"
+    mask_sum = node("ReduceSum", ["attention_mask", constant([1])], [f"{mask_base}/ReduceSum/output_0"],
+                    f"{mask_base}/ReduceSum", keepdims=0)
+    seqlens = node("Sub", [mask_sum, constant([1])], [f"{mask_base}/Sub/output_0"], f"{mask_base}/Sub")
+    seqlens_k = node("Cast", [seqlens], [f"{mask_base}/Sub/Cast/output_0"], f"{mask_base}/Sub/Cast",
+                     to=TensorProto.INT32)
+    mask_shape = node("Shape", ["attention_mask"], [f"{mask_base}/Shape/output_0"], f"{mask_base}/Shape")
+    total_len = node("Gather", [mask_shape, constant(1)], [f"{mask_base}/Gather/output_0"],
+                     f"{mask_base}/Gather", axis=0)
+    total_seq_len = node("Cast", [total_len], [f"{mask_base}/Gather/Cast/output_0"],
+                         f"{mask_base}/Gather/Cast", to=TensorProto.INT32)
+
+    embed = initializer("model.embed_tokens.weight", tensors["token_embd.weight"])
+    hidden = node("Gather", [embed, "input_ids"], ["/model/embed_tokens/Gather/output_0"],
+                  "/model/embed_tokens/Gather")
+
+    # The builder's caches hold cos/sin of the first head_dim / 2 frequencies (GQA rotates halves).
+    cos_table, sin_signed_table = rotary_tables(hp)
+    cos_cache = initializer("cos_cache", cos_table[:, :head_dim // 2])
+    sin_cache = initializer("sin_cache", sin_signed_table[:, head_dim // 2:])
+
+    def layernorm(layer: int, location: str, gguf_name: str, root: str, skip: str | None) -> tuple[str, str]:
+        """RMSNorm of root + skip; returns (normalized, new residual stream). The first one is a
+        SimplifiedLayerNormalization; the others are SkipSimplifiedLayerNormalization, which also
+        adds the branch output (skip) to the residual stream (its output 3)."""
+        base = f"/model/layers.{layer}/{location}_layernorm"
+        weight = initializer(f"model.layers.{layer}.{location}_layernorm.weight", tensors[gguf_name])
+        if skip is None:
+            return node("SimplifiedLayerNormalization", [root, weight], [f"{base}/output_0"],
+                        f"{base}/LayerNorm", axis=-1, epsilon=hp.rms_norm_eps, stash_type=1), root
+        node("SkipSimplifiedLayerNormalization", [root, skip, weight],
+             [f"{base}/output_0", "", "", f"{base}/output_3"], f"{base}/SkipLayerNorm",
+             domain="com.microsoft", epsilon=hp.rms_norm_eps)
+        return f"{base}/output_0", f"{base}/output_3"
+
+    root, skip = hidden, None  # residual stream, and the branch output still to be added to it
+    for layer in range(layers):
+        gguf_prefix, base = f"blk.{layer}.", f"/model/layers.{layer}"
+
+        # --- self attention: packed QKV -> GroupQueryAttention (rotary inside) -> o_proj
+        normed, root = layernorm(layer, "input", gguf_prefix + "attn_norm.weight", root, skip)
+        q_source = LinearSource(gguf_prefix + "attn_q.weight", heads)
+        k_source = LinearSource(gguf_prefix + "attn_k.weight", kv_heads)
+        v_source = LinearSource(gguf_prefix + "attn_v.weight")
+        qkv_weight = np.concatenate([
+            gguf_rows_to_rotate_half_rows(tensors[q_source.gguf_name], heads),
+            gguf_rows_to_rotate_half_rows(tensors[k_source.gguf_name], kv_heads),
+            tensors[v_source.gguf_name]], axis=0)
+        qkv = matmul(f"{base}/attn/qkv_proj/MatMul", normed, qkv_weight, (q_source, k_source, v_source))
+        attention = node(
+            "GroupQueryAttention",
+            [qkv, "", "", f"past_key_values.{layer}.key", f"past_key_values.{layer}.value", seqlens_k,
+             total_seq_len, cos_cache, sin_cache, "", "", ""],
+            [f"{base}/attn/GroupQueryAttention/output_0", f"present.{layer}.key", f"present.{layer}.value"],
+            f"{base}/attn/GroupQueryAttention", domain="com.microsoft",
+            num_heads=heads, kv_num_heads=kv_heads, scale=float(1.0 / np.sqrt(head_dim)),
+            local_window_size=-1, softcap=0.0, do_rotary=1, rotary_interleaved=0)
+        skip = matmul(f"{base}/attn/o_proj/MatMul", attention, tensors[gguf_prefix + "attn_output.weight"],
+                      LinearSource(gguf_prefix + "attn_output.weight"))
+
+        # --- SiLU-gated MLP
+        normed, root = layernorm(layer, "post_attention", gguf_prefix + "ffn_norm.weight", root, skip)
+        gate = matmul(f"{base}/mlp/gate_proj/MatMul", normed, tensors[gguf_prefix + "ffn_gate.weight"],
+                      LinearSource(gguf_prefix + "ffn_gate.weight"))
+        up = matmul(f"{base}/mlp/up_proj/MatMul", normed, tensors[gguf_prefix + "ffn_up.weight"],
+                    LinearSource(gguf_prefix + "ffn_up.weight"))
+        sigmoid = node("Sigmoid", [gate], [f"{base}/mlp/act_fn/Sigmoid/output_0"],
+                       f"{base}/mlp/act_fn/Sigmoid")
+        silu = node("Mul", [gate, sigmoid], [f"{base}/mlp/act_fn/Mul/output_0"], f"{base}/mlp/act_fn/Mul")
+        gated = node("Mul", [silu, up], [f"{base}/mlp/Mul/output_0"], f"{base}/mlp/Mul")
+        skip = matmul(f"{base}/mlp/down_proj/MatMul", gated, tensors[gguf_prefix + "ffn_down.weight"],
+                      LinearSource(gguf_prefix + "ffn_down.weight"))
+
+    # Final norm: the last SkipSimplifiedLayerNormalization, without the residual output.
+    final_base = f"/model/layers.{layers}/final_norm_layernorm"
+    final_weight = initializer(f"model.layers.{layers}.final_norm_layernorm.weight",
+                               tensors["output_norm.weight"])
+    normed = node("SkipSimplifiedLayerNormalization", [root, skip, final_weight], [f"{final_base}/output_0"],
+                  f"{final_base}/SkipLayerNorm", domain="com.microsoft", epsilon=hp.rms_norm_eps)
+    lm_head_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
+    matmul("/lm_head/MatMul", normed, tensors[lm_head_name], LinearSource(lm_head_name), output="logits")
+
+    graph = helper.make_graph(nodes, "main_graph", graph_inputs, graph_outputs, initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", GENAI_ONNX_OPSET),
+                                                    helper.make_opsetid("com.microsoft", 1)],
+                              producer_name="frognano_models")
+    model.ir_version = GENAI_ONNX_IR_VERSION
+    helper.set_model_props(model, metadata)
+    return model, linear_sources
+
+
 def quantize_int4_rtn(model):
     """int4 method "rtn": onnxruntime's MatMulNBitsQuantizer over the fp32 weights.
 
@@ -593,12 +789,34 @@ def gguf_tensor_to_nbits(tensor, source: LinearSource) -> NBitsWeight | None:
                        np.ascontiguousarray(zero_points), residual)
 
 
-def quantize_int4_from_gguf(model, reader, linear_sources: dict[str, LinearSource]):
+def packed_nbits(gguf_tensors: dict, source: LinearSource | tuple[LinearSource, ...]) -> NBitsWeight | None:
+    """The MatMulNBits weight of a linear source; a tuple of sources (the genai layout's packed
+    QKV projection) concatenates its parts' output rows. None when some part has no GGUF blocks
+    or the parts' bit widths differ."""
+    if isinstance(source, LinearSource):
+        return gguf_tensor_to_nbits(gguf_tensors[source.gguf_name], source)
+    parts = [gguf_tensor_to_nbits(gguf_tensors[part.gguf_name], part) for part in source]
+    if any(part is None for part in parts) or len({part.bits for part in parts}) != 1:
+        return None
+    residual = None
+    if any(part.residual is not None for part in parts):
+        residual = np.ascontiguousarray(np.concatenate([
+            part.residual if part.residual is not None
+            else np.zeros((part.packed.shape[1], part.packed.shape[0]), dtype=np.float32)
+            for part in parts], axis=1))
+    return NBitsWeight(parts[0].bits, np.concatenate([part.packed for part in parts], axis=0),
+                       np.concatenate([part.scales for part in parts]),
+                       np.concatenate([part.zero_points for part in parts], axis=0), residual)
+
+
+def quantize_int4_from_gguf(model, reader, linear_sources: dict, naming: str = "frognano"):
     """int4 method "gguf": every MatMul whose weight came from a Q4_0/Q4_1/Q8_0 GGUF tensor becomes
     a MatMulNBits over that tensor's own blocks (see gguf_tensor_to_nbits), so the int4 model
     computes the GGUF's weights exactly (activations still go through int8, accuracy_level 4).
     SmolLM2's tied Q8_0 lm-head thus becomes an 8-bit MatMulNBits. MatMuls over other tensor
-    types are left to quantize_int4_rtn.
+    types are left to quantize_int4_rtn. naming "builder" names the new nodes and initializers
+    like onnxruntime's MatMulNBitsQuantizer does (the genai layout); "frognano" is the optimum
+    layout's naming.
     """
     from onnx import helper, numpy_helper  # noqa: PLC0415
 
@@ -614,24 +832,41 @@ def quantize_int4_from_gguf(model, reader, linear_sources: dict[str, LinearSourc
 
     def constant(name: str, values: list[int]) -> str:
         if name not in shared:
-            shared[name] = add_initializer(name, np.asarray(values, dtype=np.int64))
+            if naming == "builder":
+                # A Constant node, as the builder makes its constants: all initializers go to the
+                # external data file, where load-time shape inference cannot read a Reshape shape.
+                shared[name] = f"/model/constants/INT64/{values}"
+                nodes.append(helper.make_node(
+                    "Constant", [], [shared[name]], name=f"/model/constant_nodes/INT64/{values}",
+                    value=numpy_helper.from_array(np.asarray(values, dtype=np.int64), shared[name])))
+            else:
+                shared[name] = add_initializer(name, np.asarray(values, dtype=np.int64))
         return shared[name]
 
     for node in graph.node:
         source = linear_sources.get(node.input[1]) if node.op_type == "MatMul" else None
-        weight = gguf_tensor_to_nbits(gguf_tensors[source.gguf_name], source) if source else None
+        weight = packed_nbits(gguf_tensors, source) if source else None
         if weight is None:
             nodes.append(node)
             continue
         activation, weight_name, output = node.input[0], node.input[1], node.output[0]
         out_features, block_count = weight.packed.shape[0], weight.packed.shape[1]
-        nbits_output = output if weight.residual is None else f"{node.name}/nbits_out"
+        if naming == "builder":  # MatMulNBitsQuantizer's names
+            nbits_name = f"{node.name}_Q{weight.bits}"
+            packed_name, scales_name, zero_points_name = (
+                f"{weight_name}_Q{weight.bits}", f"{weight_name}_scales", f"{weight_name}_zero_points")
+            nbits_output = output if weight.residual is None else f"{nbits_name}/output_0"
+        else:
+            nbits_name = f"{node.name}/nbits"
+            packed_name, scales_name, zero_points_name = (
+                f"{weight_name}/nbits", f"{weight_name}/scales", f"{weight_name}/zero_points")
+            nbits_output = output if weight.residual is None else f"{node.name}/nbits_out"
         nodes.append(helper.make_node(
             "MatMulNBits",
-            [activation, add_initializer(f"{weight_name}/nbits", weight.packed),
-             add_initializer(f"{weight_name}/scales", weight.scales),
-             add_initializer(f"{weight_name}/zero_points", weight.zero_points)],
-            [nbits_output], name=f"{node.name}/nbits", domain="com.microsoft",
+            [activation, add_initializer(packed_name, weight.packed),
+             add_initializer(scales_name, weight.scales),
+             add_initializer(zero_points_name, weight.zero_points)],
+            [nbits_output], name=nbits_name, domain="com.microsoft",
             K=block_count * INT4_BLOCK_SIZE, N=out_features, bits=weight.bits,
             block_size=INT4_BLOCK_SIZE, accuracy_level=INT4_ACCURACY_LEVEL))
         if weight.residual is not None:
@@ -644,7 +879,8 @@ def quantize_int4_from_gguf(model, reader, linear_sources: dict[str, LinearSourc
                                               [block_sums[activation]], name=block_sums[activation],
                                               keepdims=0))
             correction = f"{node.name}/zero_point_correction"
-            residual = add_initializer(f"{weight_name}/residual", weight.residual)
+            residual = add_initializer(f"{weight_name}_residual" if naming == "builder"
+                                       else f"{weight_name}/residual", weight.residual)
             nodes.append(helper.make_node("MatMul", [block_sums[activation], residual], [correction],
                                           name=correction))
             nodes.append(helper.make_node("Add", [nbits_output, correction], [output],
@@ -674,6 +910,22 @@ def save_onnx(model, path: Path) -> list[Path]:
     onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
                     location=data_name, size_threshold=1024)
     return [path, path.with_name(data_name)]
+
+
+def save_onnx_with_external_data(model, path: Path) -> list[Path]:
+    """Saves a model like onnxruntime-genai's builder: every initializer in one external data file
+    `<name>.data` next to it (small Constant nodes stay in the graph). model is left unchanged."""
+    import onnx  # noqa: PLC0415
+
+    data_path = path.with_name(path.name + ".data")
+    if data_path.exists():
+        data_path.unlink()  # onnx appends to an existing data file
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # saving moves the tensors' bytes out of the proto it is given
+    onnx.save_model(copy, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data_path.name, size_threshold=0)
+    data_path.chmod(path.stat().st_mode & 0o777)  # onnx creates it owner-only
+    return [path, data_path]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -942,7 +1194,7 @@ def render_chatml(messages: list[dict[str, str]], add_generation_prompt: bool = 
 
 
 def _model_configs(hp: LlamaHParams, vocab: GgufVocabulary, precision: str, source: Path,
-                   source_sha256: str) -> dict[str, dict]:
+                   source_sha256: str, layout: str = "optimum") -> dict[str, dict]:
     """config.json, generation_config.json, tokenizer_config.json and genai_config.json."""
     eos_ids = [vocab.eos_id] if vocab.eos_id is not None else []
     config = {
@@ -1031,12 +1283,75 @@ def _model_configs(hp: LlamaHParams, vocab: GgufVocabulary, precision: str, sour
             "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }
+    if layout == "genai":
+        config["frognano"]["layout"] = "genai"
+        genai = _genai_layout_genai_config(hp, vocab)
     return {"config.json": config, "generation_config.json": generation,
             "tokenizer_config.json": tokenizer_config, "genai_config.json": genai}
 
 
-def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: str = "gguf") -> dict:
-    """Converts a llama GGUF into one model folder per precision under out_dir."""
+def _genai_layout_genai_config(hp: LlamaHParams, vocab: GgufVocabulary) -> dict:
+    """genai_config.json as onnxruntime-genai's builder (0.18.0, `make_genai_config`) writes it
+    for this graph on CPU: no position_ids, past and present share one max-length buffer (GQA),
+    search defaults from a generation_config.json that names only the special tokens (so top_k
+    is the builder's default 50; do_sample false makes search greedy anyway)."""
+    eos = vocab.eos_id if vocab.eos_id is not None else []
+    return {
+        "model": {
+            "bos_token_id": vocab.bos_id if vocab.bos_id is not None else 1,
+            "context_length": hp.max_position_embeddings,
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+                "filename": "model.onnx",
+                "head_size": hp.head_dim,
+                "hidden_size": hp.hidden_size,
+                "inputs": {
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    "past_key_names": "past_key_values.%d.key",
+                    "past_value_names": "past_key_values.%d.value",
+                },
+                "outputs": {
+                    "logits": "logits",
+                    "present_key_names": "present.%d.key",
+                    "present_value_names": "present.%d.value",
+                },
+                "num_attention_heads": hp.num_attention_heads,
+                "num_hidden_layers": hp.num_hidden_layers,
+                "num_key_value_heads": hp.num_key_value_heads,
+            },
+            "eos_token_id": eos,
+            "pad_token_id": vocab.pad_id if vocab.pad_id is not None else vocab.eos_id,
+            "type": "llama",
+            "vocab_size": hp.vocab_size,
+        },
+        "search": {
+            "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
+            "length_penalty": 1.0, "max_length": hp.max_position_embeddings, "min_length": 0,
+            "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
+            "past_present_share_buffer": True,
+            "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 50, "top_p": 1.0,
+        },
+    }
+
+
+def layout_folder(layout: str, precision: str) -> str:
+    """Model folder name of a layout and precision: `fp32`, `int4`, `genai-fp32`, `genai-int4`."""
+    return precision if layout == "optimum" else f"{layout}-{precision}"
+
+
+def parse_layouts(text: str) -> list[str]:
+    """'optimum', 'genai', 'all' or a comma list of layouts -> layouts in LAYOUTS order."""
+    names = set(LAYOUTS) if text == "all" else {name.strip() for name in text.split(",") if name.strip()}
+    if not names or names - set(LAYOUTS):
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)} or all (got {text!r})")
+    return [layout for layout in LAYOUTS if layout in names]
+
+
+def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: str = "gguf",
+            layouts: list[str] | tuple[str, ...] = ("optimum",)) -> dict:
+    """Converts a llama GGUF into one model folder per layout and precision under out_dir
+    (see layout_folder)."""
     gguf = _gguf()
     started = time.perf_counter()
     unknown = set(precisions) - {"fp32", "int4"}
@@ -1044,6 +1359,8 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: 
         raise ValueError(f"precisions must be a non-empty subset of fp32,int4 (got {precisions})")
     if int4_method not in INT4_METHODS:
         raise ValueError(f"int4 method must be one of {INT4_METHODS} (got {int4_method!r})")
+    if not layouts or set(layouts) - set(LAYOUTS):
+        raise ValueError(f"layouts must be a non-empty subset of {LAYOUTS} (got {layouts})")
     log(f"reading {gguf_path}")
     source_sha256 = sha256_of_file(gguf_path)
     reader = gguf.GGUFReader(str(gguf_path))
@@ -1054,39 +1371,54 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: 
     log(f"{hp.num_hidden_layers} layers, hidden {hp.hidden_size}, heads {hp.num_attention_heads}/"
         f"{hp.num_key_value_heads}, vocab {hp.vocab_size}; dequantizing")
     tensors = dequantized_tensors(reader)
-    log("building the fp32 graph")
-    model, linear_sources = build_decoder_model(hp, tensors, {"frognano.source": gguf_path.name,
-                                                              "frognano.source_sha256": source_sha256})
-    del tensors
     tokenizer = tokenizer_json(vocab)
     files: dict[str, int] = {}
-    # fp32 first: the int4 pass rewrites the same ModelProto in place.
-    for precision in ("fp32", "int4"):
-        if precision not in precisions:
+    for layout in LAYOUTS:
+        if layout not in layouts:
             continue
-        if precision == "int4":
-            log(f"MatMul weights -> MatMulNBits (int4 method {int4_method!r})")
-            if int4_method == "gguf":
-                model = quantize_int4_from_gguf(model, reader, linear_sources)
+        metadata = {"frognano.source": gguf_path.name, "frognano.source_sha256": source_sha256}
+        if layout == "optimum":
+            log("building the fp32 graph")
+            model, linear_sources = build_decoder_model(hp, tensors, metadata)
+        else:
+            log("building the fp32 graph (onnxruntime-genai builder layout)")
+            metadata["frognano.layout"] = layout
+            model, linear_sources = build_genai_decoder_model(hp, tensors, metadata)
+        # fp32 first: the int4 pass rewrites the same ModelProto in place.
+        for precision in ("fp32", "int4"):
+            if precision not in precisions:
+                continue
+            if precision == "int4":
+                log(f"MatMul weights -> MatMulNBits (int4 method {int4_method!r})")
+                if int4_method == "gguf":
+                    model = quantize_int4_from_gguf(model, reader, linear_sources,
+                                                    naming="frognano" if layout == "optimum" else "builder")
+                else:
+                    model = quantize_int4_rtn(model)
+                _set_model_prop(model, "frognano.int4_method", int4_method)
+            folder = out_dir / layout_folder(layout, precision)
+            folder.mkdir(parents=True, exist_ok=True)
+            _set_model_prop(model, "frognano.precision", precision)
+            if layout == "optimum":
+                written = save_onnx(model, folder / "model.onnx")
             else:
-                model = quantize_int4_rtn(model)
-            _set_model_prop(model, "frognano.int4_method", int4_method)
-        folder = out_dir / precision
-        folder.mkdir(parents=True, exist_ok=True)
-        _set_model_prop(model, "frognano.precision", precision)
-        written = save_onnx(model, folder / "model.onnx")
-        configs = _model_configs(hp, vocab, precision, gguf_path, source_sha256)
-        if precision == "int4":
-            configs["config.json"]["frognano"]["int4_method"] = int4_method
-        configs["tokenizer.json"] = tokenizer
-        for name, content in configs.items():
-            (folder / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n",
-                                       encoding="utf-8")
-            written.append(folder / name)
-        for path in written:
-            files[str(path)] = path.stat().st_size
-        log(f"wrote {folder} (model.onnx {files[str(folder / 'model.onnx')] / 1e6:.1f} MB)")
+                written = save_onnx_with_external_data(model, folder / "model.onnx")
+            configs = _model_configs(hp, vocab, precision, gguf_path, source_sha256, layout)
+            if precision == "int4":
+                configs["config.json"]["frognano"]["int4_method"] = int4_method
+            configs["tokenizer.json"] = tokenizer
+            for name, content in configs.items():
+                (folder / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n",
+                                           encoding="utf-8")
+                written.append(folder / name)
+            for path in written:
+                files[str(path)] = path.stat().st_size
+            onnx_bytes = sum(path.stat().st_size for path in written if path.name.startswith("model.onnx"))
+            log(f"wrote {folder} (model.onnx {onnx_bytes / 1e6:.1f} MB)")
+        del model
+    del tensors
     return {"command": "convert", "gguf": str(gguf_path), "out": str(out_dir),
+            "layouts": [layout for layout in LAYOUTS if layout in layouts],
             "precisions": [p for p in ("fp32", "int4") if p in precisions],
             "int4_method": int4_method if "int4" in precisions else None, "files": files,
             "seconds": round(time.perf_counter() - started, 2)}
@@ -1204,6 +1536,10 @@ class OnnxDecoder:
         self.kv_heads = self.config["num_key_value_heads"]
         self.head_dim = self.config["head_dim"]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        # The genai layout (GroupQueryAttention) has no position_ids: rotary positions follow from
+        # the attention mask, so its rows must not be left-padded.
+        self.has_position_ids = any(i.name == "position_ids" for i in self.session.get_inputs())
+        self.layout = self.config.get("frognano", {}).get("layout", "optimum")
 
     def empty_past(self, batch: int) -> dict[str, np.ndarray]:
         empty = np.zeros((batch, self.kv_heads, 0, self.head_dim), dtype=np.float32)
@@ -1213,9 +1549,11 @@ class OnnxDecoder:
     def step(self, input_ids: np.ndarray, attention_mask: np.ndarray,
              past: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """One forward call; attention_mask covers past + new tokens. Returns (logits, next past)."""
-        positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0)[:, -input_ids.shape[1]:]
         feeds = {"input_ids": input_ids.astype(np.int64), "attention_mask": attention_mask.astype(np.int64),
-                 "position_ids": positions.astype(np.int64), **past}
+                 **past}
+        if self.has_position_ids:
+            positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0)[:, -input_ids.shape[1]:]
+            feeds["position_ids"] = positions.astype(np.int64)
         outputs = dict(zip(self.output_names, self.session.run(self.output_names, feeds), strict=True))
         next_past = {name.replace("present.", "past_key_values.", 1): value
                      for name, value in outputs.items() if name.startswith("present.")}
@@ -1307,6 +1645,10 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
     vs_reference = Comparison()      # every ONNX logit we compute, against the reference
     cached_vs_full = Comparison()    # KV-cached decoding against full recomputation (ONNX)
     padded_vs_single = Comparison()  # left-padded batch against single rows (ONNX)
+    # Graphs without position_ids (genai layout, GroupQueryAttention) instead: prefill in two
+    # chunks (the second one on top of a non-empty past) and an equal-length batch of two rows.
+    chunked_vs_full = Comparison()
+    equal_batch_vs_single = Comparison()
     single_logits, reference_logits = [], []
     logit_scale = 1.0
 
@@ -1330,30 +1672,64 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
         cached = np.concatenate(cached, axis=0)
         cached_vs_full.add(cached, full)
         vs_reference.add(cached, expected)
+        if not decoder.has_position_ids:
+            # Prefill a third, then the next third as one chunk on top of that past (a
+            # "subsequent prompt" for GroupQueryAttention), then one token at a time.
+            first, second = max(1, len(row) // 3), max(1, len(row) // 3) + max(1, len(row) // 3)
+            second = min(second, len(row))
+            logits, past = decoder.step(ids[:, :first], np.ones((1, first), dtype=np.int64),
+                                        decoder.empty_past(1))
+            chunked = [logits[0]]
+            if second > first:
+                logits, past = decoder.step(ids[:, first:second], np.ones((1, second), dtype=np.int64), past)
+                chunked.append(logits[0])
+            for position in range(second, len(row)):
+                logits, past = decoder.step(ids[:, position:position + 1],
+                                            np.ones((1, position + 1), dtype=np.int64), past)
+                chunked.append(logits[0])
+            chunked = np.concatenate(chunked, axis=0)
+            chunked_vs_full.add(chunked, full)
+            vs_reference.add(chunked, expected)
 
-    # Left-padded batch: prefill all rows at once, then batched greedy decoding with the cache.
-    ids, mask = left_pad(rows, pad_id)
-    width = ids.shape[1]
-    logits, past = decoder.step(ids, mask, decoder.empty_past(len(rows)))
-    all_finite = bool(np.all(np.isfinite(logits)))
-    for index, row in enumerate(rows):
-        padded = logits[index, width - len(row):]
-        padded_vs_single.add(padded, single_logits[index])
-        vs_reference.add(padded, reference_logits[index])
-    generated = [[] for _ in rows]
-    step_logits = [[] for _ in rows]
+    if decoder.has_position_ids:
+        # Left-padded batch: prefill all rows at once, then batched greedy decoding with the cache.
+        batch_rows = rows
+        ids, mask = left_pad(rows, pad_id)
+        width = ids.shape[1]
+        logits, past = decoder.step(ids, mask, decoder.empty_past(len(rows)))
+        all_finite = bool(np.all(np.isfinite(logits)))
+        for index, row in enumerate(rows):
+            padded = logits[index, width - len(row):]
+            padded_vs_single.add(padded, single_logits[index])
+            vs_reference.add(padded, reference_logits[index])
+    else:
+        # GroupQueryAttention derives rotary positions from the mask and cannot skip left padding
+        # the way the optimum graph does (uneven rows are generated one at a time): batch two rows
+        # cut to the same length instead, then decode them together with the cache.
+        pair = rows[:2] if len(rows) > 1 else rows * 2
+        width = min(len(row) for row in pair)
+        batch_rows = [row[:width] for row in pair]
+        ids = np.asarray(batch_rows, dtype=np.int64)
+        mask = np.ones_like(ids)
+        logits, past = decoder.step(ids, mask, decoder.empty_past(len(batch_rows)))
+        all_finite = bool(np.all(np.isfinite(logits)))
+        for index, row in enumerate(batch_rows):
+            equal_batch_vs_single.add(logits[index], decoder.full(row))
+            vs_reference.add(logits[index], reference.logits([row])[0])
+    generated = [[] for _ in batch_rows]
+    step_logits = [[] for _ in batch_rows]
     for _ in range(decode_steps):
         next_tokens = np.argmax(logits[:, -1], axis=-1)
         for index, token in enumerate(next_tokens):
             generated[index].append(int(token))
-        mask = np.concatenate([mask, np.ones((len(rows), 1), dtype=np.int64)], axis=1)
+        mask = np.concatenate([mask, np.ones((len(batch_rows), 1), dtype=np.int64)], axis=1)
         logits, past = decoder.step(next_tokens[:, None].astype(np.int64), mask, past)
         all_finite = all_finite and bool(np.all(np.isfinite(logits)))
-        for index in range(len(rows)):
+        for index in range(len(batch_rows)):
             step_logits[index].append(logits[index, -1])
     batched_decode = Comparison()
     if decode_steps:
-        for index, row in enumerate(rows):
+        for index, row in enumerate(batch_rows):
             expected = reference.logits([row + generated[index]])[0][len(row):]
             batched_decode.add(np.stack(step_logits[index]), expected)
             vs_reference.add(np.stack(step_logits[index]), expected)
@@ -1363,7 +1739,11 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
     failures = []
     if not all_finite:
         failures.append("non-finite logits in the padded batch")
-    for name, comparison in (("cached_vs_full", cached_vs_full), ("padded_vs_single", padded_vs_single)):
+    consistency = ([("cached_vs_full", cached_vs_full), ("padded_vs_single", padded_vs_single)]
+                   if decoder.has_position_ids else
+                   [("cached_vs_full", cached_vs_full), ("chunked_vs_full", chunked_vs_full),
+                    ("equal_batch_vs_single", equal_batch_vs_single)])
+    for name, comparison in consistency:
         if comparison.max_abs_diff > consistency_tol:
             failures.append(f"{name} max_abs_diff {comparison.max_abs_diff:.3g} > {consistency_tol:.3g}")
         agreement = comparison.summary()["argmax_agreement"]
@@ -1384,8 +1764,9 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
     if vs_reference.max_abs_diff > reference_tol:
         failures.append(f"vs_reference max_abs_diff {vs_reference.max_abs_diff:.3g} > {reference_tol:.3g}")
 
-    return {
-        "command": "check", "model_dir": str(model_dir), "precision": precision, "int4_method": int4_method,
+    summary = {
+        "command": "check", "model_dir": str(model_dir), "layout": decoder.layout, "precision": precision,
+        "int4_method": int4_method,
         "row_lengths": [len(r) for r in rows], "logit_scale": round(logit_scale, 4),
         "vs_reference": summary_ref, "reference_tolerance": round(reference_tol, 6),
         "cached_vs_full": cached_vs_full.summary(), "padded_vs_single": padded_vs_single.summary(),
@@ -1394,6 +1775,11 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
         "generated": generated, "ok": not failures, "failures": failures,
         "seconds": round(time.perf_counter() - started, 2),
     }
+    if not decoder.has_position_ids:
+        summary.update({"padded_vs_single": None, "chunked_vs_full": chunked_vs_full.summary(),
+                        "equal_batch_vs_single": equal_batch_vs_single.summary(),
+                        "batch_row_lengths": [len(r) for r in batch_rows]})
+    return summary
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1540,13 +1926,14 @@ def write_tiny_gguf(path: Path, seed: int) -> None:
     writer.close()
 
 
-def make_tiny(out_dir: Path, seed: int, int4_method: str = "gguf") -> dict:
+def make_tiny(out_dir: Path, seed: int, int4_method: str = "gguf",
+              layouts: list[str] | tuple[str, ...] = LAYOUTS) -> dict:
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     gguf_path = out_dir / "tiny.gguf"
     log(f"writing {gguf_path}")
     write_tiny_gguf(gguf_path, seed)
-    summary = convert(gguf_path, out_dir, ["fp32", "int4"], int4_method)
+    summary = convert(gguf_path, out_dir, ["fp32", "int4"], int4_method, layouts)
     summary.update({"command": "tiny", "gguf": str(gguf_path),
                     "seconds": round(time.perf_counter() - started, 2)})
     return summary
@@ -1573,11 +1960,16 @@ def main(argv: list[str] | None = None) -> int:
     convert_cmd.add_argument("--precision", default="fp32,int4", help="comma list of fp32,int4")
     convert_cmd.add_argument("--int4-method", choices=INT4_METHODS, default="gguf",
                              help="gguf: reuse the GGUF's blocks exactly; rtn: MatMulNBitsQuantizer")
+    convert_cmd.add_argument("--layout", default="optimum",
+                             help="optimum (OUT/fp32, OUT/int4), genai (onnxruntime-genai builder "
+                                  "layout: OUT/genai-fp32, OUT/genai-int4) or all")
 
     tiny_cmd = commands.add_parser("tiny", help="write and convert a tiny random llama GGUF")
     tiny_cmd.add_argument("--out", type=Path, required=True)
     tiny_cmd.add_argument("--seed", type=int, default=0)
     tiny_cmd.add_argument("--int4-method", choices=INT4_METHODS, default="gguf")
+    tiny_cmd.add_argument("--layout", default="all",
+                          help="optimum, genai or all (default: all four folders)")
 
     reference_cmd = commands.add_parser("reference", help="numpy reference logits")
     reference_cmd.add_argument("--gguf", type=Path, required=True)
@@ -1601,9 +1993,9 @@ def main(argv: list[str] | None = None) -> int:
     exit_code = 0
     if args.command == "convert":
         summary = convert(args.gguf, args.out, [p.strip() for p in args.precision.split(",") if p.strip()],
-                          args.int4_method)
+                          args.int4_method, parse_layouts(args.layout))
     elif args.command == "tiny":
-        summary = make_tiny(args.out, args.seed, args.int4_method)
+        summary = make_tiny(args.out, args.seed, args.int4_method, parse_layouts(args.layout))
     elif args.command == "reference":
         started = time.perf_counter()
         logits = ReferenceLlama(args.gguf).logits(parse_rows(args.ids))

@@ -427,3 +427,69 @@ fn the_policy_acts_in_a_real_environment_with_token_level_records() {
         .expect("a huge first observation is truncated");
     assert!(ids.len() <= context_length - 24);
 }
+
+#[test]
+fn the_genai_builder_layout_decodes_like_the_optimum_layout() {
+    // The same tiny weights in onnxruntime-genai's builder layout: one GroupQueryAttention per
+    // layer, rotary positions from the attention mask, no position_ids input.
+    for precision in ["fp32", "int4"] {
+        let (mut optimum, codec) = load(precision);
+        let (mut genai, _) = load(&format!("genai-{precision}"));
+        assert!(optimum.has_position_ids());
+        assert!(!genai.has_position_ids(), "genai takes no position_ids");
+        assert_eq!(genai.config.num_layers, optimum.config.num_layers);
+        let prompts: Vec<Vec<u32>> = ["x", "print the sum of 12 and 30 and say why"]
+            .iter()
+            .map(|p| chat_prompt(&codec, p))
+            .collect();
+        assert_ne!(
+            prompts[0].len(),
+            prompts[1].len(),
+            "rows of different lengths"
+        );
+        let options = GenerationOptions {
+            stop_token_ids: Some(Vec::new()),
+            ..GenerationOptions::greedy(16)
+        };
+        // Rows of different lengths go in one call; the genai graph cannot take left padding,
+        // so the generator runs them one at a time and must still agree with the optimum graph.
+        let (from_genai, _) = generate(&mut genai, &codec, &prompts, &options).expect("genai");
+        let (from_optimum, _) =
+            generate(&mut optimum, &codec, &prompts, &options).expect("optimum");
+        let vocab = genai.config.vocab_size;
+        for (row, prompt) in prompts.iter().enumerate() {
+            let tokens = &from_genai[row].token_ids;
+            assert_eq!(tokens.len(), 16);
+            if precision == "fp32" {
+                assert_eq!(
+                    tokens, &from_optimum[row].token_ids,
+                    "{precision} row {row}"
+                );
+            }
+            // Cached decoding against full recomputation in the genai graph itself.
+            let mut sequence = prompt.clone();
+            sequence.extend(&tokens[..tokens.len() - 1]);
+            let full = genai.full_logits(&sequence).expect("full logits");
+            for (i, (&token, &logprob)) in tokens.iter().zip(&from_genai[row].logprobs).enumerate()
+            {
+                let position = prompt.len() - 1 + i;
+                let logits = &full[position * vocab..(position + 1) * vocab];
+                assert_eq!(
+                    argmax(logits),
+                    token as usize,
+                    "{precision} row {row} token {i}"
+                );
+                let expected = log_softmax_at(logits, token as usize);
+                assert!(
+                    (expected - logprob as f64).abs() < 2e-3,
+                    "{precision} row {row} token {i}: {logprob} vs {expected}"
+                );
+            }
+        }
+        // Equal-length rows share one batched run.
+        let same = vec![prompts[1].clone(), prompts[1].clone()];
+        let (batched, _) = generate(&mut genai, &codec, &same, &options).expect("batch");
+        assert_eq!(batched[0].token_ids, from_genai[1].token_ids);
+        assert_eq!(batched[1].token_ids, from_genai[1].token_ids);
+    }
+}
