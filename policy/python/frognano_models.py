@@ -6,10 +6,10 @@ Torch-free: depends only on the standard library, numpy, gguf, onnx and onnxrunt
 Subcommands (progress lines go to stderr, a one-line JSON summary to stdout):
 
   convert    GGUF (llama architecture) -> OUT/fp32 and OUT/int4 model folders, each holding
-             model.onnx, config.json, generation_config.json, tokenizer.json,
-             tokenizer_config.json and genai_config.json. `--layout genai` writes the
-             onnxruntime-genai builder layout instead, into OUT/genai-fp32 and OUT/genai-int4
-             (plus model.onnx.data); `--layout all` writes both (four folders).
+             model.onnx with its weights in model.onnx.data, config.json,
+             generation_config.json, tokenizer.json, tokenizer_config.json and genai_config.json. `--layout genai` writes the
+             onnxruntime-genai builder layout instead, into OUT/genai-fp32 and OUT/genai-int4;
+             `--layout all` writes both (four folders).
   tiny       Writes a tiny random llama GGUF (OUT/tiny.gguf, quantized like SmolLM2's) and
              converts it exactly like `convert`, for fast tests; by default in both layouts
              (OUT/fp32, OUT/int4, OUT/genai-fp32, OUT/genai-int4; about 0.3 s).
@@ -900,21 +900,20 @@ def quantize_int4_from_gguf(model, reader, linear_sources: dict, naming: str = "
 
 
 def save_onnx(model, path: Path) -> list[Path]:
-    """Saves a model, with an external data file only past protobuf's 2 GiB limit."""
-    import onnx  # noqa: PLC0415
-
-    if model.ByteSize() < 1_800_000_000:
-        onnx.save_model(model, path)
-        return [path]
-    data_name = path.name + ".data"
-    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=data_name, size_threshold=1024)
-    return [path, path.with_name(data_name)]
+    """Saves a model with its weights in one external data file `<name>.data` next to it (small
+    tensors, such as shape constants, stay in the graph). ONNX Runtime maps external weights from
+    the file instead of parsing them out of the protobuf, which lowers the peak memory of loading
+    by about the model's size (fp32 SmolLM2: 905 -> 669 MB). model is left unchanged."""
+    return _save_external(model, path, size_threshold=1024)
 
 
 def save_onnx_with_external_data(model, path: Path) -> list[Path]:
     """Saves a model like onnxruntime-genai's builder: every initializer in one external data file
     `<name>.data` next to it (small Constant nodes stay in the graph). model is left unchanged."""
+    return _save_external(model, path, size_threshold=0)
+
+
+def _save_external(model, path: Path, size_threshold: int) -> list[Path]:
     import onnx  # noqa: PLC0415
 
     data_path = path.with_name(path.name + ".data")
@@ -923,7 +922,7 @@ def save_onnx_with_external_data(model, path: Path) -> list[Path]:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)  # saving moves the tensors' bytes out of the proto it is given
     onnx.save_model(copy, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=data_path.name, size_threshold=0)
+                    location=data_path.name, size_threshold=size_threshold)
     data_path.chmod(path.stat().st_mode & 0o777)  # onnx creates it owner-only
     return [path, data_path]
 
