@@ -3,7 +3,9 @@
  *
  *   run_tests [REPO_DIR [PYTEST_ARG...]]     (REPO_DIR defaults to examples/repos/textkit)
  *
- * The image is the default one unless FROGNANO_IMAGE names another (e.g. python-3.12).
+ * The image is the default one unless FROGNANO_IMAGE names another (e.g. python-3.12); the run's
+ * wall-clock limit is 60 s unless FROGNANO_TIMEOUT_S gives another (runs under valgrind are
+ * tens of times slower).
  * Exit status: 0 when the run passed, 1 when it did not, 2 on an error.
  *
  * Build (from the repository root, after `cargo build -p frognano-c`):
@@ -76,6 +78,18 @@ int main(int argc, char **argv) {
     /* NULL limits would take the repository's frognano.toml values; here they are explicit. */
     FrognanoLimits limits = frognano_limits_default();
     limits.timeout_s = 60.0;
+    const char *timeout = getenv("FROGNANO_TIMEOUT_S");
+    if (timeout != NULL) {
+        char *end = NULL;
+        double seconds = strtod(timeout, &end);
+        if (end == timeout || *end != '\0' || !(seconds > 0.0)) {
+            fprintf(stderr, "FROGNANO_TIMEOUT_S must be a positive number of seconds, got '%s'\n",
+                    timeout);
+            frognano_sandbox_free(sandbox);
+            return 2;
+        }
+        limits.timeout_s = seconds;
+    }
 
     FrognanoReport *report = NULL;
     error = frognano_sandbox_run_tests(sandbox, repo, &limits, pytest_args, n_pytest_args,
