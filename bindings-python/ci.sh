@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the wheel, installs it into a fresh virtualenv and runs the Python tests against the
-# installed package (not the source tree), then the Python examples.
+# installed package (not the source tree), checks the type stubs against the installed module
+# with mypy's stubtest, then runs the Python examples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
@@ -8,6 +9,9 @@ trap 'rm -rf "$work"' EXIT
 maturin build -q -m bindings-python/Cargo.toml -o "$work/dist"
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work"/dist/frognano-*.whl pytest
+# The stubs (frognano/_frognano.pyi) must describe the native module as it is.
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "mypy==2.4.1"
+(cd "$work" && "$work/venv/bin/python" -m mypy.stubtest frognano._frognano)
 (cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider)
 "$work/venv/bin/python" examples/python/run_tests.py | tail -1
 "$work/venv/bin/python" examples/python/agent_loop.py | tail -2

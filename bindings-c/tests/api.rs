@@ -1,78 +1,16 @@
 //! Calls the exported C functions through the rlib, as a C program would.
 
 use std::ffi::{CStr, CString, c_char, c_void};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::ptr;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use frognano::*;
 
-/// A sandbox shared by the tests of this binary (which run on several threads at once).
-struct Shared(*mut FrognanoSandbox);
-
-// SAFETY: `FrognanoSandbox` is documented as usable from several threads at once; the handle
-// is created once and never freed.
-unsafe impl Send for Shared {}
-// SAFETY: as above.
-unsafe impl Sync for Shared {}
-
-fn shared_sandbox() -> *const FrognanoSandbox {
-    static SANDBOX: OnceLock<Shared> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| {
-            let mut sandbox = ptr::null_mut();
-            // SAFETY: `sandbox` is a valid out-pointer.
-            let error = unsafe { frognano_sandbox_new(ptr::null(), &mut sandbox) };
-            assert_ok(error);
-            assert!(!sandbox.is_null());
-            Shared(sandbox)
-        })
-        .0
-}
-
-fn textkit() -> CString {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/repos/textkit");
-    cstring(dir.to_str().expect("UTF-8 path"))
-}
-
-fn cstring(text: &str) -> CString {
-    CString::new(text).expect("no NUL")
-}
-
-/// Reads a borrowed C string; `None` for NULL.
-fn read(ptr: *const c_char) -> Option<String> {
-    if ptr.is_null() {
-        None
-    } else {
-        // SAFETY: the library returns NUL-terminated strings valid while their owner lives.
-        Some(
-            unsafe { CStr::from_ptr(ptr) }
-                .to_str()
-                .expect("UTF-8")
-                .to_owned(),
-        )
-    }
-}
-
-/// Takes an error object: its code and message, then frees it.
-fn take_error(error: *mut FrognanoError) -> (FrognanoErrorCode, String) {
-    assert!(!error.is_null(), "expected an error, got success");
-    // SAFETY: `error` is a live error returned by the library, freed exactly once here.
-    unsafe {
-        let code = frognano_error_code(error);
-        let message = read(frognano_error_message(error)).expect("message");
-        frognano_error_free(error);
-        (code, message)
-    }
-}
-
-fn assert_ok(error: *mut FrognanoError) {
-    if !error.is_null() {
-        let (code, message) = take_error(error);
-        panic!("unexpected error {code:?}: {message}");
-    }
-}
+mod common;
+use common::{
+    ScratchRepo, assert_ok, cstring, evaluate, read, shared_sandbox, take_error, textkit,
+};
 
 /// Runs tests and returns the report or the error.
 fn run(
@@ -100,33 +38,6 @@ fn run(
     } else {
         assert!(report.is_null(), "out-parameter written on failure");
         Err(take_error(error))
-    }
-}
-
-/// A scratch repository under the system temporary directory, removed on drop.
-struct ScratchRepo(PathBuf);
-
-impl ScratchRepo {
-    fn new(name: &str, files: &[(&str, &str)]) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("frognano-c-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        for (path, text) in files {
-            let path = dir.join(path);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, text).expect("write");
-        }
-        ScratchRepo(dir)
-    }
-
-    fn path(&self) -> CString {
-        cstring(self.0.to_str().expect("UTF-8 path"))
-    }
-}
-
-impl Drop for ScratchRepo {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -599,25 +510,6 @@ fn step(
     } else {
         assert!(out.is_null(), "out-parameter written on failure");
         Err(take_error(error))
-    }
-}
-
-/// Runs `frognano_evaluate` and returns the parsed summary.
-fn evaluate(tasks: *const FrognanoTaskSet, policy: &str) -> serde_json::Value {
-    let policy = cstring(policy);
-    let mut json = ptr::null_mut();
-    // SAFETY: live handles, valid string and out-pointer; the string is freed once below.
-    unsafe {
-        assert_ok(frognano_evaluate(
-            shared_sandbox(),
-            tasks,
-            policy.as_ptr(),
-            0,
-            &mut json,
-        ));
-        let text = read(json).expect("summary");
-        frognano_string_free(json);
-        serde_json::from_str(&text).expect("summary JSON")
     }
 }
 

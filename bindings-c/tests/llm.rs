@@ -2,13 +2,16 @@
 //! `frognano_evaluate` with an `onnx:` policy), on a tiny randomly initialised model made once
 //! per test binary through the same conversion as the real ones.
 
-use std::ffi::{CStr, CString, c_char};
+use std::ffi::{CString, c_char};
 use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::OnceLock;
 
 use frognano::*;
 use serde_json::{Value, json};
+
+mod common;
+use common::{assert_ok, cstring, take_error, take_json};
 
 /// The tiny model's fp32 folder, made once per test binary.
 fn tiny() -> &'static Path {
@@ -24,52 +27,6 @@ fn tiny() -> &'static Path {
 
 fn tiny_c() -> CString {
     cstring(tiny().to_str().expect("UTF-8 path"))
-}
-
-fn cstring(text: &str) -> CString {
-    CString::new(text).expect("no NUL")
-}
-
-/// Reads a borrowed C string; `None` for NULL.
-fn read(ptr: *const c_char) -> Option<String> {
-    if ptr.is_null() {
-        None
-    } else {
-        // SAFETY: the library returns NUL-terminated strings valid while their owner lives.
-        Some(
-            unsafe { CStr::from_ptr(ptr) }
-                .to_str()
-                .expect("UTF-8")
-                .to_owned(),
-        )
-    }
-}
-
-/// Takes an owned JSON string: its parsed value, then frees it.
-fn take_json(string: *mut c_char) -> Value {
-    let text = read(string).expect("a string");
-    // SAFETY: `string` is an owned string returned by the library, freed exactly once here.
-    unsafe { frognano_string_free(string) };
-    serde_json::from_str(&text).expect("JSON")
-}
-
-/// Takes an error object: its code and message, then frees it.
-fn take_error(error: *mut FrognanoError) -> (FrognanoErrorCode, String) {
-    assert!(!error.is_null(), "expected an error, got success");
-    // SAFETY: `error` is a live error returned by the library, freed exactly once here.
-    unsafe {
-        let code = frognano_error_code(error);
-        let message = read(frognano_error_message(error)).expect("message");
-        frognano_error_free(error);
-        (code, message)
-    }
-}
-
-fn assert_ok(error: *mut FrognanoError) {
-    if !error.is_null() {
-        let (code, message) = take_error(error);
-        panic!("unexpected error {code:?}: {message}");
-    }
 }
 
 /// A loaded model, freed on drop.

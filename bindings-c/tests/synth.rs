@@ -1,86 +1,16 @@
 //! Task synthesis through the exported C functions (`frognano_synthesize`,
 //! `frognano_mutation_operators_json`), as a C program would call them.
 
-use std::ffi::{CStr, CString, c_char};
-use std::path::{Path, PathBuf};
+use std::ffi::{CStr, c_char};
+use std::path::Path;
 use std::ptr;
-use std::sync::OnceLock;
 
 use frognano::*;
 
-/// A sandbox shared by the tests of this binary (which run on several threads at once).
-struct Shared(*mut FrognanoSandbox);
-
-// SAFETY: `FrognanoSandbox` is documented as usable from several threads at once; the handle
-// is created once and never freed.
-unsafe impl Send for Shared {}
-// SAFETY: as above.
-unsafe impl Sync for Shared {}
-
-fn shared_sandbox() -> *const FrognanoSandbox {
-    static SANDBOX: OnceLock<Shared> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| {
-            let mut sandbox = ptr::null_mut();
-            // SAFETY: `sandbox` is a valid out-pointer.
-            let error = unsafe { frognano_sandbox_new(ptr::null(), &mut sandbox) };
-            assert_ok(error);
-            assert!(!sandbox.is_null());
-            Shared(sandbox)
-        })
-        .0
-}
-
-fn textkit() -> CString {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/repos/textkit");
-    cstring(dir.to_str().expect("UTF-8 path"))
-}
-
-fn cstring(text: &str) -> CString {
-    CString::new(text).expect("no NUL")
-}
-
-/// Reads a borrowed C string; `None` for NULL.
-fn read(ptr: *const c_char) -> Option<String> {
-    if ptr.is_null() {
-        None
-    } else {
-        // SAFETY: the library returns NUL-terminated strings valid while their owner lives.
-        Some(
-            unsafe { CStr::from_ptr(ptr) }
-                .to_str()
-                .expect("UTF-8")
-                .to_owned(),
-        )
-    }
-}
-
-/// Takes an owned string: its text, then frees it.
-fn take_string(string: *mut c_char) -> String {
-    let text = read(string).expect("a string");
-    // SAFETY: `string` is an owned string returned by the library, freed exactly once here.
-    unsafe { frognano_string_free(string) };
-    text
-}
-
-/// Takes an error object: its code and message, then frees it.
-fn take_error(error: *mut FrognanoError) -> (FrognanoErrorCode, String) {
-    assert!(!error.is_null(), "expected an error, got success");
-    // SAFETY: `error` is a live error returned by the library, freed exactly once here.
-    unsafe {
-        let code = frognano_error_code(error);
-        let message = read(frognano_error_message(error)).expect("message");
-        frognano_error_free(error);
-        (code, message)
-    }
-}
-
-fn assert_ok(error: *mut FrognanoError) {
-    if !error.is_null() {
-        let (code, message) = take_error(error);
-        panic!("unexpected error {code:?}: {message}");
-    }
-}
+mod common;
+use common::{
+    ScratchRepo, assert_ok, cstring, evaluate, shared_sandbox, take_error, take_string, textkit,
+};
 
 /// Calls `frognano_synthesize`: the task set and the parsed statistics, or the error (checking
 /// that the out-parameters stay untouched on failure).
@@ -127,42 +57,6 @@ fn tasks_of(tasks: *const FrognanoTaskSet) -> Vec<serde_json::Value> {
                 serde_json::from_str(&take_string(json)).expect("task JSON")
             })
             .collect()
-    }
-}
-
-/// Runs `frognano_evaluate` and returns the parsed summary.
-fn evaluate(tasks: *const FrognanoTaskSet, policy: &str) -> serde_json::Value {
-    let policy = cstring(policy);
-    let mut json = ptr::null_mut();
-    // SAFETY: live handles, valid string and out-pointer.
-    assert_ok(unsafe { frognano_evaluate(shared_sandbox(), tasks, policy.as_ptr(), 0, &mut json) });
-    serde_json::from_str(&take_string(json)).expect("summary JSON")
-}
-
-/// A scratch repository under the system temporary directory, removed on drop.
-struct ScratchRepo(PathBuf);
-
-impl ScratchRepo {
-    fn new(name: &str, files: &[(&str, &str)]) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("frognano-c-synth-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        for (path, text) in files {
-            let path = dir.join(path);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, text).expect("write");
-        }
-        ScratchRepo(dir)
-    }
-
-    fn path(&self) -> CString {
-        cstring(self.0.to_str().expect("UTF-8 path"))
-    }
-}
-
-impl Drop for ScratchRepo {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

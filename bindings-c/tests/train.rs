@@ -2,91 +2,14 @@
 //! `frognano_learnability`, the `FrognanoTrainer` handle and `frognano_train`), as a C program
 //! would call them.
 
-use std::ffi::{CStr, CString, c_char};
-use std::path::{Path, PathBuf};
+use std::ffi::{CString, c_char};
+use std::path::PathBuf;
 use std::ptr;
-use std::sync::OnceLock;
 
 use frognano::*;
 
-/// A sandbox shared by the tests of this binary (which run on several threads at once).
-struct Shared(*mut FrognanoSandbox);
-
-// SAFETY: `FrognanoSandbox` is documented as usable from several threads at once; the handle
-// is created once and never freed.
-unsafe impl Send for Shared {}
-// SAFETY: as above.
-unsafe impl Sync for Shared {}
-
-fn shared_sandbox() -> *const FrognanoSandbox {
-    static SANDBOX: OnceLock<Shared> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| {
-            let mut sandbox = ptr::null_mut();
-            // SAFETY: `sandbox` is a valid out-pointer.
-            let error = unsafe { frognano_sandbox_new(ptr::null(), &mut sandbox) };
-            assert_ok(error);
-            assert!(!sandbox.is_null());
-            Shared(sandbox)
-        })
-        .0
-}
-
-fn textkit() -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/repos/textkit");
-    dir.to_str().expect("UTF-8 path").to_owned()
-}
-
-fn cstring(text: &str) -> CString {
-    CString::new(text).expect("no NUL")
-}
-
-/// Reads a borrowed C string; `None` for NULL.
-fn read(ptr: *const c_char) -> Option<String> {
-    if ptr.is_null() {
-        None
-    } else {
-        // SAFETY: the library returns NUL-terminated strings valid while their owner lives.
-        Some(
-            unsafe { CStr::from_ptr(ptr) }
-                .to_str()
-                .expect("UTF-8")
-                .to_owned(),
-        )
-    }
-}
-
-/// Takes an owned string: its text, then frees it.
-fn take_string(string: *mut c_char) -> String {
-    let text = read(string).expect("a string");
-    // SAFETY: `string` is an owned string returned by the library, freed exactly once here.
-    unsafe { frognano_string_free(string) };
-    text
-}
-
-/// Takes an owned JSON string: its parsed value, then frees it.
-fn take_json(string: *mut c_char) -> serde_json::Value {
-    serde_json::from_str(&take_string(string)).expect("JSON")
-}
-
-/// Takes an error object: its code and message, then frees it.
-fn take_error(error: *mut FrognanoError) -> (FrognanoErrorCode, String) {
-    assert!(!error.is_null(), "expected an error, got success");
-    // SAFETY: `error` is a live error returned by the library, freed exactly once here.
-    unsafe {
-        let code = frognano_error_code(error);
-        let message = read(frognano_error_message(error)).expect("message");
-        frognano_error_free(error);
-        (code, message)
-    }
-}
-
-fn assert_ok(error: *mut FrognanoError) {
-    if !error.is_null() {
-        let (code, message) = take_error(error);
-        panic!("unexpected error {code:?}: {message}");
-    }
-}
+mod common;
+use common::{assert_ok, cstring, shared_sandbox, take_error, take_json, textkit_dir};
 
 /// Calls `frognano_group_advantages`: the advantages, or the error (checking that `out` stays
 /// untouched on failure).
@@ -385,7 +308,7 @@ impl Drop for Scratch {
 
 #[test]
 fn a_trainer_iterates_evaluates_and_resumes_from_a_checkpoint() {
-    let config = tiny_config(&textkit());
+    let config = tiny_config(&textkit_dir());
     let trainer = new_trainer(Some(&config)).expect("trainer");
     // SAFETY: `trainer` is live until freed at the end; every out-pointer is valid.
     unsafe {
@@ -461,7 +384,7 @@ fn a_trainer_iterates_evaluates_and_resumes_from_a_checkpoint() {
 
 #[test]
 fn bad_configurations_are_invalid_option_errors_with_a_message() {
-    let repo = textkit();
+    let repo = textkit_dir();
     let with_repo = |extra: &str| format!(r#"{{"repos": [{repo:?}], {extra}}}"#);
     let cases: Vec<(Option<String>, &str)> = vec![
         (None, "`repos` must name at least one"),
@@ -524,7 +447,7 @@ fn bad_configurations_are_invalid_option_errors_with_a_message() {
 
 #[test]
 fn trainer_functions_reject_null_and_non_utf8_arguments() {
-    let config = cstring(&tiny_config(&textkit()));
+    let config = cstring(&tiny_config(&textkit_dir()));
     let path = cstring("checkpoint.json");
     let not_utf8 = [0xffu8, 0xfe, 0x00];
     let not_utf8 = not_utf8.as_ptr().cast::<c_char>();
@@ -565,7 +488,7 @@ fn trainer_functions_reject_null_and_non_utf8_arguments() {
 fn a_whole_training_job_reports_before_and_after() {
     let out = Scratch::new("job");
     let mut config: serde_json::Value =
-        serde_json::from_str(&tiny_config(&textkit())).expect("config");
+        serde_json::from_str(&tiny_config(&textkit_dir())).expect("config");
     config["out"] = out.0.to_str().expect("UTF-8 path").into();
     let config = cstring(&config.to_string());
     let mut report = ptr::null_mut();

@@ -1,155 +1,19 @@
-//! The environment surface: task sets, `RepoEnv` (Gymnasium-style), `EnvPool`, the baseline
-//! policies and `evaluate`, which also accepts a Python policy object as a drop-in component.
+//! The environment: task sets, `RepoEnv` (Gymnasium-style), `EnvPool` and `evaluate`.
+//!
+//! `evaluate` takes a baseline name, an `OnnxPolicy` or a Python policy object.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use frognano_core::{Action, Policy, PolicyContext, PolicyOutput, Task};
+use frognano_core::Action;
 use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
-use frognano_sandbox::{Sandbox, SandboxOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::llm::{PyOnnxPolicy, policy_from_spec};
-use crate::{PySandbox, run_interruptibly, to_py_err};
-
-pub(crate) fn error_class(py: Python<'_>, class: &str, message: String) -> PyErr {
-    match py.import("frognano._errors").and_then(|m| m.getattr(class)) {
-        Ok(class) => PyErr::from_type(
-            class
-                .cast_into()
-                .unwrap_or_else(|_| py.get_type::<pyo3::exceptions::PyRuntimeError>()),
-            message,
-        ),
-        Err(import_error) => import_error,
-    }
-}
-
-/// Maps environment errors onto the exception hierarchy.
-pub(crate) fn env_err(py: Python<'_>, err: EnvError) -> PyErr {
-    match err {
-        EnvError::Sandbox(inner) => to_py_err(py, inner),
-        EnvError::TaskRecord { .. } | EnvError::Task { .. } | EnvError::Patch(_) => {
-            error_class(py, "TaskError", err.to_string())
-        }
-        EnvError::Repo { .. } => error_class(py, "RepoNotFoundError", err.to_string()),
-        EnvError::InvalidOption(_) => error_class(py, "InvalidArgumentError", err.to_string()),
-        EnvError::NoEpisode => error_class(py, "EpisodeError", err.to_string()),
-        other => error_class(py, "FrognanoError", other.to_string()),
-    }
-}
-
-fn core_err(py: Python<'_>, err: frognano_core::Error) -> PyErr {
-    match err {
-        frognano_core::Error::Invalid { .. } => error_class(py, "TaskError", err.to_string()),
-        ref failed if is_onnx_policy_failure(failed) => {
-            error_class(py, "InferenceError", err.to_string())
-        }
-        other => error_class(py, "FrognanoError", other.to_string()),
-    }
-}
-
-/// Whether a rollout failed because a local model policy did (frognano-policy reports its
-/// errors as this component).
-pub(crate) fn is_onnx_policy_failure(err: &frognano_core::Error) -> bool {
-    matches!(
-        err,
-        frognano_core::Error::Component {
-            component: "onnx policy",
-            ..
-        }
-    )
-}
-
-fn to_json(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String> {
-    py.import("json")?
-        .call_method1("dumps", (value,))?
-        .extract::<String>()
-}
-
-fn from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
-    py.import("json")?.call_method1("loads", (text,))
-}
-
-/// A JSON value from any JSON-serialisable Python object.
-pub(crate) fn from_py_json(
-    py: Python<'_>,
-    value: &Bound<'_, PyAny>,
-) -> PyResult<serde_json::Value> {
-    let text = to_json(py, value)?;
-    serde_json::from_str(&text).map_err(|e| error_class(py, "FrognanoError", e.to_string()))
-}
-
-pub(crate) fn to_py<'py, T: serde::Serialize>(
-    py: Python<'py>,
-    value: &T,
-) -> PyResult<Bound<'py, PyAny>> {
-    let text = serde_json::to_string(value)
-        .map_err(|e| error_class(py, "FrognanoError", e.to_string()))?;
-    from_json(py, &text)
-}
-
-/// A task from a dict (FrogNano or SWE-bench field names) or a JSON string.
-pub(crate) fn task_from_py(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<Task> {
-    let text = match task.extract::<String>() {
-        Ok(s) => s,
-        Err(_) => to_json(py, task)?,
-    };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        error_class(
-            py,
-            "TaskError",
-            format!("a task must be a JSON object: {e}"),
-        )
-    })?;
-    if value.get("instance_id").is_some() && value.get("id").is_none() {
-        return taskset::from_swe_bench(&value, std::path::Path::new("."))
-            .map_err(|m| error_class(py, "TaskError", format!("invalid task: {m}")));
-    }
-    taskset::parse_task(&text)
-        .map_err(|m| error_class(py, "TaskError", format!("invalid task: {m}")))
-}
-
-pub(crate) fn tasks_from_py(py: Python<'_>, tasks: &Bound<'_, PyAny>) -> PyResult<Vec<Task>> {
-    let mut out = Vec::new();
-    for item in tasks.try_iter()? {
-        out.push(task_from_py(py, &item?)?);
-    }
-    Ok(out)
-}
-
-/// An action from a string (the text grammar, or JSON) or a dict (a JSON tool call).
-fn action_from_py(py: Python<'_>, action: &Bound<'_, PyAny>) -> PyResult<Action> {
-    if let Ok(text) = action.extract::<String>() {
-        return Ok(Action::Text { text });
-    }
-    if action.is_instance_of::<PyDict>() {
-        return Ok(Action::Text {
-            text: to_json(py, action)?,
-        });
-    }
-    Err(error_class(
-        py,
-        "InvalidArgumentError",
-        format!(
-            "an action is a str (a command) or a dict (a tool call), got {}",
-            action.get_type().name()?
-        ),
-    ))
-}
-
-pub(crate) fn sandbox_of(
-    py: Python<'_>,
-    sandbox: Option<PyRef<'_, PySandbox>>,
-) -> PyResult<Arc<Sandbox>> {
-    match sandbox {
-        Some(s) => Ok(s.inner.clone()),
-        None => py
-            .detach(|| Sandbox::new(SandboxOptions::default(), &|_| {}))
-            .map(Arc::new)
-            .map_err(|e| to_py_err(py, e)),
-    }
-}
+use crate::convert::{action_from_py, run_interruptibly, task_from_py, tasks_from_py, to_py};
+use crate::errors::{core_err, env_err, error_class};
+use crate::policy::evaluation_policy;
+use crate::sandbox::{PySandbox, sandbox_of};
 
 fn config(
     py: Python<'_>,
@@ -422,72 +286,6 @@ impl PyEnvPool {
     }
 }
 
-/// The outputs a Python policy's `act` returned: per context a str or dict action, or a dict
-/// {"action": ..., "logprobs": [...], "token_ids": [...], "loss_mask": [...], "decision": ...}.
-pub(crate) fn outputs_from_py(
-    py: Python<'_>,
-    returned: &Bound<'_, PyAny>,
-) -> PyResult<Vec<PolicyOutput>> {
-    let mut out = Vec::new();
-    for item in returned.try_iter()? {
-        let item = item?;
-        let output = match item.cast::<PyDict>() {
-            Ok(dict) if dict.contains("action")? => {
-                let action = dict
-                    .get_item("action")?
-                    .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("missing action"))?;
-                PolicyOutput {
-                    action: action_from_py(py, &action)?,
-                    logprobs: dict
-                        .get_item("logprobs")?
-                        .filter(|v| !v.is_none())
-                        .map(|v| v.extract())
-                        .transpose()?
-                        .unwrap_or_default(),
-                    token_ids: dict
-                        .get_item("token_ids")?
-                        .filter(|v| !v.is_none())
-                        .map(|v| v.extract())
-                        .transpose()?,
-                    loss_mask: dict
-                        .get_item("loss_mask")?
-                        .filter(|v| !v.is_none())
-                        .map(|v| v.extract())
-                        .transpose()?,
-                    decision: dict
-                        .get_item("decision")?
-                        .filter(|v| !v.is_none())
-                        .map(|v| from_py_json(py, &v))
-                        .transpose()?,
-                }
-            }
-            _ => PolicyOutput::action(action_from_py(py, &item)?),
-        };
-        out.push(output);
-    }
-    Ok(out)
-}
-
-/// A Python object with `act(contexts) -> actions` used as a Rust policy: contexts are dicts
-/// (task_id, initial, history), actions are what [`outputs_from_py`] reads.
-struct PyPolicy {
-    object: Py<PyAny>,
-}
-
-impl Policy for PyPolicy {
-    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
-        Python::attach(|py| -> PyResult<Vec<PolicyOutput>> {
-            let contexts = to_py(py, &contexts)?;
-            let returned = self.object.call_method1(py, "act", (contexts,))?;
-            outputs_from_py(py, returned.bind(py))
-        })
-        .map_err(|e| frognano_core::Error::Component {
-            component: "python policy",
-            message: e.to_string(),
-        })
-    }
-}
-
 /// evaluate(tasks, policy="oracle", *, sandbox=None, workers=None, max_steps=30, out=None)
 ///     -> (summary, records)
 ///
@@ -511,16 +309,7 @@ fn evaluate<'py>(
     if tasks.is_empty() {
         return Err(error_class(py, "InvalidArgumentError", "no tasks".into()));
     }
-    let mut policy: Box<dyn Policy> = match &policy {
-        None => policy_from_spec(py, "oracle", &tasks)?,
-        Some(p) => match (p.cast::<PyOnnxPolicy>(), p.extract::<String>()) {
-            (Ok(onnx), _) => onnx.get().shared(),
-            (_, Ok(spec)) => policy_from_spec(py, &spec, &tasks)?,
-            _ => Box::new(PyPolicy {
-                object: p.clone().unbind(),
-            }),
-        },
-    };
+    let mut policy = evaluation_policy(py, policy.as_ref(), &tasks)?;
     let config = config(
         py,
         max_steps,
@@ -608,6 +397,7 @@ fn parse_action<'py>(py: Python<'py>, action: Bound<'py, PyAny>) -> PyResult<Bou
     }
 }
 
+/// Adds this module's classes and functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRepoEnv>()?;
     m.add_class::<PyEnvPool>()?;

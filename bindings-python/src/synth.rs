@@ -1,39 +1,19 @@
-//! Task synthesis: `Synthesizer` (validated bug-fix tasks from a repository whose test suite
-//! passes), the `synthesize` shortcut and the list of mutation operators.
+//! Task synthesis: `Synthesizer`, the `synthesize` shortcut and the mutation operators.
+//!
+//! A `Synthesizer` makes validated bug-fix tasks from a repository whose test suite passes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use frognano_synth::statement::MAX_HINT_LEVEL;
-use frognano_synth::{
-    CombineScope, MutateError, SynthConfig, SynthError, SynthRequest, Synthesizer,
-};
+use frognano_synth::{CombineScope, SynthConfig, SynthRequest, Synthesizer};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::env::{env_err, error_class, sandbox_of, to_py};
-use crate::{PySandbox, run_interruptibly, to_py_err};
-
-/// Maps synthesis errors onto the exception hierarchy: an unusable repository is a
-/// `SynthesisError`, a bad option an `InvalidArgumentError`, sandbox and environment errors
-/// keep their usual classes, and cancellation is a `KeyboardInterrupt`.
-pub(crate) fn synth_err(py: Python<'_>, err: SynthError) -> PyErr {
-    match err {
-        SynthError::Intake { .. } => error_class(py, "SynthesisError", err.to_string()),
-        SynthError::InvalidOption(_) | SynthError::Mutate(MutateError::UnknownOperator(_)) => {
-            error_class(py, "InvalidArgumentError", err.to_string())
-        }
-        SynthError::Mutate(_) => error_class(py, "SynthesisError", err.to_string()),
-        SynthError::Env(inner) => env_err(py, inner),
-        SynthError::Sandbox(inner) => to_py_err(py, inner),
-        SynthError::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err("cancelled"),
-    }
-}
-
-fn invalid(py: Python<'_>, message: String) -> PyErr {
-    error_class(py, "InvalidArgumentError", message)
-}
+use crate::convert::{invalid, run_interruptibly, seed_of, to_py};
+use crate::errors::synth_err;
+use crate::sandbox::{PySandbox, sandbox_of};
 
 /// A count argument: `min` or more.
 fn count(py: Python<'_>, name: &str, value: i64, min: i64) -> PyResult<usize> {
@@ -128,8 +108,7 @@ impl PySynthesizer {
         timeout_factor: f64,
     ) -> PyResult<Self> {
         let config = SynthConfig {
-            seed: u64::try_from(seed)
-                .map_err(|_| invalid(py, format!("seed must be in 0..2**64, got {seed}")))?,
+            seed: seed_of(py, seed)?,
             operators: operators.unwrap_or_default(),
             max_bugs: count(py, "max_bugs", max_bugs, 1)?,
             scope: CombineScope::parse(scope).map_err(|e| synth_err(py, e))?,
@@ -308,6 +287,7 @@ fn mutation_operators(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     to_py(py, &frognano_synth::operators())
 }
 
+/// Adds this module's classes and functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySynthesizer>()?;
     m.add_function(wrap_pyfunction!(synthesize, m)?)?;

@@ -81,7 +81,7 @@ fn read_prompts(path: &std::path::Path) -> anyhow::Result<Vec<Vec<u32>>> {
 
 /// Prompt rows of equal length cut from a real source file, each row starting elsewhere.
 fn prompt_rows(codec: &TextCodec, tokens: usize, rows: usize) -> anyhow::Result<Vec<Vec<u32>>> {
-    let source = include_str!("../../policy/src/llm/generate.rs");
+    let source = include_str!("../../llm/src/generate.rs");
     let mut ids = codec.encode(source)?;
     while ids.len() < tokens + rows * 7 {
         let more = ids.clone();
@@ -182,7 +182,7 @@ pub fn bench_policy(args: &BenchPolicyArgs) -> anyhow::Result<ExitCode> {
     let genai_script = work.path().join("bench_genai.py");
     std::fs::write(
         &genai_script,
-        include_str!("../../policy/python/bench_genai.py"),
+        include_str!("../../llm/python/bench_genai.py"),
     )?;
     let me = std::env::current_exe()?;
     let max_batch = args.batch_sizes.iter().copied().max().unwrap_or(1);

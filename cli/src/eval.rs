@@ -11,7 +11,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use frognano_core::{Action, Task};
-use frognano_env::{EnvConfig, EnvPool, EpisodeRecord, EvalSummary, RepoEnv, patch, repo, taskset};
+use frognano_env::{EnvConfig, EnvPool, RepoEnv, patch, repo, taskset};
+use frognano_policy::PolicySpec;
 use frognano_policy::OraclePolicy;
 use frognano_sandbox::{Sandbox, workspace};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -43,6 +44,10 @@ pub struct EvalArgs {
     /// Observation characters per episode.
     #[arg(long, default_value_t = EnvConfig::default().max_observation_chars)]
     max_observation_chars: usize,
+    /// Print the evaluation report as one JSON object instead of the table (the summary that
+    /// Python's `evaluate` and C's `frognano_evaluate` return).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     image: ImageArgs,
 }
@@ -79,15 +84,16 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     if tasks.is_empty() {
         bail!("{}: no tasks", path.display());
     }
-    let mut policy: Box<dyn frognano_core::Policy> = match args.policy.strip_prefix("onnx:") {
-        Some(model) => {
-            let dir = crate::models::resolve_with_progress(model)?;
-            Box::new(frognano_policy::OnnxPolicy::load(
-                &dir,
-                frognano_policy::OnnxPolicyConfig::default(),
-            )?)
+    let spec: PolicySpec = args.policy.parse()?;
+    let mut policy = match &spec {
+        PolicySpec::Onnx { model } => {
+            let bar = crate::models::spinner(model);
+            let progress = |message: &str| bar.set_message(message.to_string());
+            let policy = spec.build(&tasks, &progress);
+            bar.finish_and_clear();
+            policy?
         }
-        None => frognano_policy::baseline(&args.policy, &tasks)?,
+        _ => spec.build(&tasks, &|_| {})?,
     };
     let config = EnvConfig {
         max_steps: args.max_steps,
@@ -109,30 +115,28 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} episodes [{elapsed}<{eta}] {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut records: Vec<EpisodeRecord> = Vec::new();
     let mut write_error = None;
-    let mut failed = Vec::new();
-    let stats = pool.rollout(
+    let mut resolved = 0usize;
+    let (report, _records) = frognano_env::evaluate(
+        &mut pool,
         policy.as_mut(),
         &tasks,
         |record| {
             if let Some(out) = out.as_mut()
                 && write_error.is_none()
-                && let Err(e) = serde_json::to_writer(&mut *out, &record)
+                && let Err(e) = serde_json::to_writer(&mut *out, record)
                     .map_err(std::io::Error::from)
                     .and_then(|()| out.write_all(b"\n"))
                     .and_then(|()| out.flush())
             {
                 write_error = Some(e);
             }
-            records.push(record);
-            let resolved = records.iter().filter(|r| r.outcome.resolved).count();
+            resolved += usize::from(record.outcome.resolved);
             bar.set_message(format!("{resolved} resolved"));
             bar.inc(1);
         },
-        |task, err| {
-            bar.println(format!("task {}: {err}", task.id));
-            failed.push(task.id.clone());
+        |failed| {
+            bar.println(format!("task {}: {}", failed.task_id, failed.error));
             bar.inc(1);
         },
     )?;
@@ -140,12 +144,11 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = write_error {
         bail!("writing episode records: {e}");
     }
-    let summary = EvalSummary::of(&records);
-    let mean_reset_ms = if records.is_empty() {
-        0.0
-    } else {
-        records.iter().map(|r| r.reset_ms).sum::<f64>() / records.len() as f64
-    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(exit_code(&report));
+    }
+    let summary = &report.summary;
     println!(
         "{}",
         table(&[
@@ -173,20 +176,31 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
             ("tool errors", summary.tool_errors.to_string()),
             ("agent test runs", summary.test_runs.to_string()),
             ("truncated by budget", summary.truncated.to_string()),
-            ("tasks that failed to reset", failed.len().to_string()),
-            ("env steps/s", format!("{:.1}", stats.steps_per_s())),
-            ("mean reset", format!("{mean_reset_ms:.2} ms")),
-            ("wall", format!("{:.1} s ({workers} workers)", stats.wall_s)),
+            (
+                "tasks that failed to reset",
+                report.failed_tasks.len().to_string()
+            ),
+            ("env steps/s", format!("{:.1}", report.steps_per_s)),
+            ("mean reset", format!("{:.2} ms", report.mean_reset_ms)),
+            (
+                "wall",
+                format!("{:.1} s ({} workers)", report.wall_s, report.workers)
+            ),
         ])
     );
     if let Some(path) = &args.out {
         println!("episode records: {}", path.display());
     }
-    Ok(if failed.is_empty() {
+    Ok(exit_code(&report))
+}
+
+/// 0 when every task ran, 1 when some could not be reset.
+fn exit_code(report: &frognano_env::EvalReport) -> ExitCode {
+    if report.all_ran() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
 
 #[derive(Args, Debug)]

@@ -1,5 +1,8 @@
-//! The `frognano` command: set up the runtime, run a repository's tests in the sandbox, and
-//! benchmark the sandbox against native pytest.
+//! The `frognano` command: a thin front end over the library crates. It sets up the runtime,
+//! runs a repository's tests in the sandbox, evaluates policies on task sets, synthesizes
+//! tasks, trains the repair policy, runs local models (generation, the agent) and benchmarks
+//! each part against its peer, with progress bars and tables; every feature it offers lives in
+//! a library crate that Python and C reach too.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -15,7 +18,7 @@ mod agent;
 mod bench_policy;
 mod eval;
 mod models;
-// Learning-curve charts; the training command that calls it comes later.
+// Learning-curve charts of `frognano train` and `frognano bench curriculum`.
 mod plot;
 mod synth;
 mod train;

@@ -12,8 +12,8 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use frognano_core::IterationMetrics;
 use frognano_sandbox::Sandbox;
 use frognano_train::{
-    CurriculumKind, Estimator, MethodResult, RunObserver, TaskPools, TrainConfig, TrainProgress,
-    TrainReport, mean_std, prepare_pools, synthesize_pool,
+    CurriculumKind, DifficultyMix, Estimator, MethodResult, RunObserver, TaskPools, TrainConfig,
+    TrainProgress, TrainReport, mean_std, prepare_pools, synthesize_pool,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -81,18 +81,8 @@ fn config_of(
     let mut config = match file {
         Some(path) => TrainConfig::from_file(path)?,
         None => TrainConfig::default(),
-    };
-    if config.repos.is_empty() {
-        config.repos = ["textkit", "tinyparse", "ordstructs"]
-            .iter()
-            .map(|r| {
-                crate::bundled(
-                    &format!("examples/repos/{r}"),
-                    "set `repos` in a config file (--config)",
-                )
-            })
-            .collect::<anyhow::Result<_>>()?;
     }
+    .or_bundled_repos()?;
     if let Some(c) = curriculum {
         config.curriculum = CurriculumKind::parse(c)?;
     }
@@ -210,12 +200,7 @@ fn num(m: &IterationMetrics, key: &str) -> f64 {
 }
 
 fn iteration_line(m: &IterationMetrics) -> String {
-    let mean_bugs = m
-        .extra
-        .get("difficulty")
-        .and_then(|d| d.get("mean_bugs"))
-        .and_then(|v| v.as_f64())
-        .unwrap_or(0.0);
+    let mean_bugs = DifficultyMix::of_metrics(m).map_or(0.0, |d| d.mean_bugs);
     format!(
         "iteration {:>2}: resolved {:>5.1}% of {} rollouts, zero-variance groups {:>3.0}%, \
          learnability {:.3}, mean bugs {:.2}, {:.2} rollouts/s, synthesis wait {:.1} s",
@@ -257,14 +242,8 @@ fn curves(report: &TrainReport) -> Vec<Chart> {
         label: "zero-variance groups".into(),
         points: points(&|m| num(m, "zero_variance_fraction")),
     });
-    let difficulty = |key: &'static str| {
-        move |m: &IterationMetrics| {
-            m.extra
-                .get("difficulty")
-                .and_then(|d| d.get(key))
-                .and_then(|v| v.as_f64())
-                .unwrap_or(0.0)
-        }
+    let difficulty = |field: fn(&DifficultyMix) -> f64| {
+        move |m: &IterationMetrics| DifficultyMix::of_metrics(m).map_or(0.0, |d| field(&d))
     };
     vec![
         Chart {
@@ -281,11 +260,11 @@ fn curves(report: &TrainReport) -> Vec<Chart> {
             series: vec![
                 Series {
                     label: "bugs per task".into(),
-                    points: points(&difficulty("mean_bugs")),
+                    points: points(&difficulty(|d| d.mean_bugs)),
                 },
                 Series {
                     label: "difficulty score / 10".into(),
-                    points: points(&|m| difficulty("mean_difficulty")(m) / 10.0),
+                    points: points(&|m| difficulty(|d| d.mean_difficulty)(m) / 10.0),
                 },
                 Series {
                     label: "mean learnability p(1-p)".into(),

@@ -9,14 +9,20 @@
 //! Every record is serde-serialisable so that tasks, trajectories and reports can be
 //! written as JSONL and read back from Python or C.
 
+pub mod config;
+mod difficulty;
 mod error;
 mod report;
 mod task;
 mod training;
 mod traits;
 
-pub use error::{Error, Result};
-pub use report::{Coverage, FileLines, RunOutcome, TestOutcome, TestRecord, TestReport};
+pub use difficulty::Difficulty;
+pub use error::{BoxError, Error, ErrorKind, Result};
+pub use report::{
+    Coverage, FailingTest, FileLines, RunOutcome, SourceLocation, TestOutcome, TestRecord,
+    TestReport, TestRunObservation,
+};
 pub use task::{
     Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource,
     StepResult, Task, ToolCall, Turn,

@@ -199,6 +199,70 @@ impl TestReport {
     }
 }
 
+/// A place in the repository's source that a failure's traceback names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceLocation {
+    /// Path relative to the repository root, e.g. `pkg/mod.py`.
+    pub path: String,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+/// One failing test as a test-run observation shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailingTest {
+    /// pytest node id, e.g. `tests/test_x.py::test_y`.
+    pub id: String,
+    /// How it failed ([`TestOutcome::Failed`] or [`TestOutcome::Error`]).
+    pub outcome: TestOutcome,
+    /// The failure text the observation shows (its last lines); absent for the tests the
+    /// observation names by id only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Locations in the repository's files (relative paths) that `message` names as
+    /// `path.py:LINE:`, in order of appearance, each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<SourceLocation>,
+}
+
+/// The typed form of a test-run observation: what its text says, for policies to read without
+/// parsing the text.
+///
+/// An environment attaches one to the [`Observation`](crate::Observation) of every test run it
+/// performs. It carries the same information as the text: the counts, how the run ended, and
+/// the failing tests the text names (the first few with their failure text, then more by id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestRunObservation {
+    /// How the run ended as a whole.
+    pub outcome: RunOutcome,
+    /// Tests that ran (0 when nothing was collected or a limit ended the run first).
+    pub total: usize,
+    /// Tests that passed.
+    pub passed: usize,
+    /// Tests that failed or errored (all of them, also those `failing` leaves out).
+    pub failed: usize,
+    /// Tests that were skipped.
+    #[serde(default)]
+    pub skipped: usize,
+    /// Wall-clock seconds of the run.
+    pub duration_s: f64,
+    /// The failing tests the observation names, in its order.
+    #[serde(default)]
+    pub failing: Vec<FailingTest>,
+}
+
+impl TestRunObservation {
+    /// True when the run did not end normally: a limit hit, a crash, or no test ran.
+    pub fn ended_abnormally(&self) -> bool {
+        self.total == 0 || !matches!(self.outcome, RunOutcome::Passed | RunOutcome::Failed)
+    }
+
+    /// Every location of every failing test, in order (repeats across tests included).
+    pub fn locations(&self) -> impl Iterator<Item = &SourceLocation> {
+        self.failing.iter().flat_map(|t| t.locations.iter())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +274,53 @@ mod tests {
             duration_s: 0.0,
             message: None,
         }
+    }
+
+    #[test]
+    fn observations_without_a_test_run_serialise_as_before() {
+        let plain = crate::Observation {
+            text: "Edited.".into(),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&plain).expect("serialise");
+        assert_eq!(
+            json,
+            serde_json::json!({"text": "Edited.", "is_error": false})
+        );
+        let old: crate::Observation =
+            serde_json::from_str(r#"{"text": "Ran 1 tests"}"#).expect("an old record loads");
+        assert_eq!(old.test_run, None);
+        let run = TestRunObservation {
+            outcome: RunOutcome::Failed,
+            total: 2,
+            passed: 1,
+            failed: 1,
+            skipped: 0,
+            duration_s: 0.1,
+            failing: vec![FailingTest {
+                id: "tests/t.py::test_a".into(),
+                outcome: TestOutcome::Failed,
+                message: Some("pkg/m.py:3: AssertionError".into()),
+                locations: vec![SourceLocation {
+                    path: "pkg/m.py".into(),
+                    line: 3,
+                }],
+            }],
+        };
+        assert!(!run.ended_abnormally());
+        let with_run = crate::Observation {
+            test_run: Some(run.clone()),
+            ..plain
+        };
+        let back: crate::Observation =
+            serde_json::from_value(serde_json::to_value(&with_run).expect("serialise"))
+                .expect("round trip");
+        assert_eq!(back, with_run);
+        let limit = TestRunObservation {
+            outcome: RunOutcome::Timeout,
+            ..run
+        };
+        assert!(limit.ended_abnormally());
     }
 
     #[test]

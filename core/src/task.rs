@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Where a task's clean repository comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,10 +175,10 @@ impl Task {
     /// a fix to work from.
     pub fn validate(&self) -> Result<()> {
         if self.id.trim().is_empty() {
-            return Err(Error::invalid("task", "field `id` must not be empty"));
+            return Err(Error::invalid_as(ErrorKind::Task, "task", "field `id` must not be empty"));
         }
         if self.fail_to_pass.is_empty() {
-            return Err(Error::invalid(
+            return Err(Error::invalid_as(ErrorKind::Task, 
                 "task",
                 format!(
                     "task {}: field `fail_to_pass` must name at least one test",
@@ -194,7 +194,7 @@ impl Task {
                 .iter()
                 .find(|t| t.trim().is_empty() || t.starts_with('-'))
             {
-                return Err(Error::invalid(
+                return Err(Error::invalid_as(ErrorKind::Task, 
                     "task",
                     format!(
                         "task {}: field `{field}` holds {bad:?}, which is not a pytest test id",
@@ -208,7 +208,7 @@ impl Task {
             .iter()
             .find(|t| self.pass_to_pass.contains(t))
         {
-            return Err(Error::invalid(
+            return Err(Error::invalid_as(ErrorKind::Task, 
                 "task",
                 format!(
                     "task {}: test {both} is in both fail_to_pass and pass_to_pass",
@@ -217,7 +217,7 @@ impl Task {
             ));
         }
         if self.bug_patch.trim().is_empty() && self.gold_patch.is_none() {
-            return Err(Error::invalid(
+            return Err(Error::invalid_as(ErrorKind::Task, 
                 "task",
                 format!(
                     "task {}: needs a `bug_patch` (or, for a repository already in its buggy \
@@ -228,7 +228,7 @@ impl Task {
         }
         self.limits
             .validate()
-            .map_err(|e| Error::invalid("task", format!("task {}: {e}", self.id)))
+            .map_err(|e| Error::invalid_as(ErrorKind::Task, "task", format!("task {}: {e}", self.id)))
     }
 }
 
@@ -263,6 +263,9 @@ pub struct Observation {
     /// True when the observation reports a malformed action or a failed tool call.
     #[serde(default)]
     pub is_error: bool,
+    /// The typed form of a test run's text, when the step ran tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_run: Option<crate::TestRunObservation>,
 }
 
 /// The result of one environment step (Gymnasium's five-tuple as a record).

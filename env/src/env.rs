@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use frognano_core::{
-    Action, Environment, EpisodeOutcome, Observation, PolicyContext, PolicyOutput, RunOutcome,
-    StepResult, Task, TestOutcome, TestReport, Turn,
+    Action, Environment, EpisodeOutcome, FailingTest, Observation, PolicyContext, PolicyOutput,
+    RunOutcome, SourceLocation, StepResult, Task, TestOutcome, TestReport, TestRunObservation,
+    Turn,
 };
-use frognano_sandbox::{Sandbox, TestRequest, workspace};
+use frognano_sandbox::{Sandbox, TestRequest, grading_args, workspace};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -277,6 +278,10 @@ impl RepoEnv {
     }
 
     /// Starts an episode: materialises the buggy workspace and returns the first observation.
+    ///
+    /// This is [`Environment::reset`] with the typed [`EnvError`] (which callers match to tell
+    /// a missing repository from a bad task); the trait method returns the same error carried
+    /// in a [`frognano_core::Error`], from which `EnvError::from` recovers it.
     pub fn reset_task(&mut self, task: &Task) -> Result<Observation> {
         let started = Instant::now();
         crate::taskset::check_task(task).map_err(|message| EnvError::Task {
@@ -322,6 +327,7 @@ impl RepoEnv {
         let initial = Observation {
             text: self.initial_text(task, &buggy),
             is_error: false,
+            test_run: None,
         };
         let reset_ms = started.elapsed().as_secs_f64() * 1e3;
         self.episode = Some(Episode {
@@ -357,7 +363,7 @@ impl RepoEnv {
         )
     }
 
-    /// Executes one action (see [`Environment::step`]).
+    /// Executes one action: [`Environment::step`] with the typed [`EnvError`].
     pub fn step_action(&mut self, action: &Action) -> Result<StepResult> {
         let config = self.config;
         let repos = self.repos.clone();
@@ -367,6 +373,7 @@ impl RepoEnv {
         let started = Instant::now();
         let parsed = protocol::parse_action(action);
         let mut tests = None;
+        let mut test_run = None;
         let mut submitted = false;
         let (mut text, is_error) = match &parsed {
             Err(e) => (e.message.clone(), true),
@@ -376,12 +383,13 @@ impl RepoEnv {
             }
             Ok(ToolRequest::RunTests { tests: selection }) => {
                 match run_agent_tests(repos.sandbox(), ep, selection, &config) {
-                    Ok((text, summary)) => {
+                    Ok((text, summary, observed)) => {
                         ep.test_runs += 1;
                         if summary.has_failures() {
                             ep.met_failure = true;
                         }
                         tests = Some(summary);
+                        test_run = Some(observed);
                         (text, false)
                     }
                     Err(AgentTestError::Refused(msg)) => (msg, true),
@@ -449,7 +457,11 @@ impl RepoEnv {
         }
         let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         info["elapsed_ms"] = json!(elapsed_ms);
-        let observation = Observation { text, is_error };
+        let observation = Observation {
+            text,
+            is_error,
+            test_run,
+        };
         ep.steps.push(StepRecord {
             step,
             action: action.clone(),
@@ -634,7 +646,7 @@ fn run_agent_tests(
     ep: &Episode,
     selection: &[String],
     config: &EnvConfig,
-) -> std::result::Result<(String, TestRunSummary), AgentTestError> {
+) -> std::result::Result<(String, TestRunSummary, TestRunObservation), AgentTestError> {
     let mut args = selection_args(selection).map_err(AgentTestError::Refused)?;
     if selection.is_empty() {
         args = ep.task.test_args.clone();
@@ -655,7 +667,101 @@ fn run_agent_tests(
         .run_tests_in_workspace(&ep.repo.prepared, copy.path(), &request)
         .map_err(|e| AgentTestError::Host(e.into()))?;
     let summary = TestRunSummary::of(&report);
-    Ok((describe_run(&report, &ep.task, config), summary))
+    Ok((
+        describe_run(&report, &ep.task, config),
+        summary,
+        observe_run(&report, config),
+    ))
+}
+
+/// Lines of a failing test's message a test-run observation shows (its tail).
+const MESSAGE_LINES_SHOWN: usize = 12;
+
+/// Failing tests a test-run observation names by id after the detailed ones.
+const FAILING_IDS_LISTED: usize = 20;
+
+/// The last [`MESSAGE_LINES_SHOWN`] lines of a failure message, as the observation shows them.
+fn shown_message_lines(message: &str) -> Vec<&str> {
+    let lines: Vec<&str> = message.lines().collect();
+    lines[lines.len().saturating_sub(MESSAGE_LINES_SHOWN)..].to_vec()
+}
+
+/// The typed form of [`describe_run`]'s text: the same counts, outcome and failing tests (the
+/// first `failures_shown` with the failure text shown and its traceback locations, then up to
+/// [`FAILING_IDS_LISTED`] more by id).
+fn observe_run(report: &TestReport, config: &EnvConfig) -> TestRunObservation {
+    let failing = report
+        .tests
+        .iter()
+        .filter(|t| !t.outcome.is_ok())
+        .take(config.failures_shown + FAILING_IDS_LISTED)
+        .enumerate()
+        .map(|(i, test)| {
+            let message = test
+                .message
+                .as_deref()
+                .filter(|_| i < config.failures_shown)
+                .map(|m| shown_message_lines(m).join("\n"));
+            let locations = message
+                .as_deref()
+                .map(traceback_locations)
+                .unwrap_or_default();
+            FailingTest {
+                id: test.id.clone(),
+                outcome: test.outcome,
+                message,
+                locations,
+            }
+        })
+        .collect();
+    TestRunObservation {
+        outcome: report.outcome,
+        total: report.tests.len(),
+        passed: report.passed,
+        failed: report.failed + report.errors,
+        skipped: report.skipped,
+        duration_s: report.duration_s,
+        failing,
+    }
+}
+
+/// The repository locations a failure text names: lines that start (after indentation) with
+/// `path.py:LINE:`, as pytest writes traceback entries. Absolute paths (the interpreter's own
+/// modules) are left out, `./` prefixes dropped, and each location is listed once.
+fn traceback_locations(message: &str) -> Vec<SourceLocation> {
+    let mut out: Vec<SourceLocation> = Vec::new();
+    for line in message.lines() {
+        let line = line.trim_start();
+        let end = line
+            .find(|c: char| c.is_whitespace() || c == ':')
+            .unwrap_or(line.len());
+        let (path, rest) = line.split_at(end);
+        if path.len() <= ".py".len() || !path.ends_with(".py") {
+            continue;
+        }
+        let Some(rest) = rest.strip_prefix(':') else {
+            continue;
+        };
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || !rest[digits..].starts_with(':') {
+            continue;
+        }
+        let path = path.trim_start_matches("./");
+        let Ok(number) = rest[..digits].parse::<usize>() else {
+            continue;
+        };
+        if path.is_empty() || path.starts_with('/') || number == 0 {
+            continue;
+        }
+        let location = SourceLocation {
+            path: path.to_string(),
+            line: number,
+        };
+        if !out.contains(&location) {
+            out.push(location);
+        }
+    }
+    out
 }
 
 fn describe_run(report: &TestReport, task: &Task, config: &EnvConfig) -> String {
@@ -691,9 +797,7 @@ fn describe_run(report: &TestReport, task: &Task, config: &EnvConfig) -> String 
             test.id
         ));
         if let Some(message) = &test.message {
-            let lines: Vec<&str> = message.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(12)..];
-            for line in tail {
+            for line in shown_message_lines(message) {
                 out.push_str("\n    ");
                 out.push_str(line);
             }
@@ -702,14 +806,14 @@ fn describe_run(report: &TestReport, task: &Task, config: &EnvConfig) -> String 
     if failing.len() > config.failures_shown {
         let rest: Vec<&str> = failing[config.failures_shown..]
             .iter()
-            .take(20)
+            .take(FAILING_IDS_LISTED)
             .map(|t| t.id.as_str())
             .collect();
         out.push_str(&format!(
             "\n\n[{} more failing: {}{}]",
             failing.len() - config.failures_shown,
             rest.join(", "),
-            if failing.len() - config.failures_shown > 20 {
+            if failing.len() - config.failures_shown > FAILING_IDS_LISTED {
                 ", ..."
             } else {
                 ""
@@ -805,17 +909,6 @@ fn grade(sandbox: &Sandbox, ep: &Episode, current: &FileTree) -> Result<Grading>
     })
 }
 
-/// The pytest arguments of a grading run: every FAIL_TO_PASS and PASS_TO_PASS id once, in
-/// sorted order (a canonical order, so that task synthesis can validate a bug with exactly the
-/// run that grades it), and a module that fails to import fails only its own tests.
-pub fn grading_args(fail_to_pass: &[String], pass_to_pass: &[String]) -> Vec<String> {
-    let ids: std::collections::BTreeSet<&String> =
-        fail_to_pass.iter().chain(pass_to_pass).collect();
-    let mut args = vec!["--continue-on-collection-errors".to_string()];
-    args.extend(ids.into_iter().cloned());
-    args
-}
-
 /// A short map of the repository: its files with line counts, and the top-level classes and
 /// functions of its non-test modules, within `budget` characters.
 pub fn repo_map(files: &FileTree, budget: usize) -> String {
@@ -909,6 +1002,99 @@ mod tests {
         assert!(selection_args(&["-p".into(), "evil".into()]).is_err());
         assert!(selection_args(&["--rootdir=/".into()]).is_err());
         assert!(selection_args(&["../../etc".into()]).is_err());
+    }
+
+    #[test]
+    fn a_test_run_observation_types_what_its_text_shows() {
+        let record =
+            |id: String, outcome: TestOutcome, message: Option<String>| frognano_core::TestRecord {
+                id,
+                outcome,
+                duration_s: 0.01,
+                message,
+            };
+        let long: String = (0..20).map(|i| format!("context line {i}\n")).collect();
+        let mut tests = vec![
+            record("tests/test_m.py::test_ok".into(), TestOutcome::Passed, None),
+            record(
+                "tests/test_m.py::test_a".into(),
+                TestOutcome::Failed,
+                Some(format!(
+                    "{long}    def test_a():\n>       assert clamp(5, 0, 3) == 3\nE       assert 4 == 3\n\n\
+                     tests/test_m.py:4: \n./pkg/m.py:12: in clamp\n/lib/python3.13/x.py:7: in f\n\
+                     pkg/m.py:12: AssertionError"
+                )),
+            ),
+            record(
+                "tests/test_m.py::test_b[x y]".into(),
+                TestOutcome::Error,
+                Some("pkg/util.py:3: KeyError".into()),
+            ),
+        ];
+        for i in 0..30 {
+            tests.push(record(
+                format!("tests/test_more.py::test_{i}"),
+                TestOutcome::Failed,
+                Some(format!("pkg/more.py:{}: ValueError", i + 1)),
+            ));
+        }
+        let report = TestReport::from_records(tests, 0.25);
+        let config = EnvConfig::default();
+        let observed = observe_run(&report, &config);
+        assert_eq!(observed.outcome, RunOutcome::Failed);
+        assert_eq!(
+            (observed.total, observed.passed, observed.failed),
+            (33, 1, 32)
+        );
+        assert!(!observed.ended_abnormally());
+        // The detailed failures, then ids up to the listed count, as the text names them.
+        assert_eq!(
+            observed.failing.len(),
+            config.failures_shown + FAILING_IDS_LISTED
+        );
+        let first = &observed.failing[0];
+        assert_eq!(first.id, "tests/test_m.py::test_a");
+        assert_eq!(first.outcome, TestOutcome::Failed);
+        let message = first.message.as_deref().expect("a detailed failure");
+        assert_eq!(message.lines().count(), MESSAGE_LINES_SHOWN);
+        assert!(!message.contains("context line 0"));
+        let at = |path: &str, line: usize| SourceLocation {
+            path: path.into(),
+            line,
+        };
+        assert_eq!(
+            first.locations,
+            vec![at("tests/test_m.py", 4), at("pkg/m.py", 12)],
+            "relative paths, ./ dropped, each once"
+        );
+        assert_eq!(observed.failing[1].outcome, TestOutcome::Error);
+        assert_eq!(observed.failing[1].locations, vec![at("pkg/util.py", 3)]);
+        let listed = &observed.failing[config.failures_shown];
+        assert!(listed.message.is_none() && listed.locations.is_empty());
+        // Everything typed is in the text too.
+        let task: Task = serde_json::from_value(json!({
+            "id": "t",
+            "repo": {"kind": "path", "path": "repo"},
+            "problem_statement": "p",
+        }))
+        .expect("task");
+        let text = describe_run(&report, &task, &config);
+        assert!(
+            text.starts_with("Ran 33 tests in 0.25 s: 1 passed, 32 failed."),
+            "{text}"
+        );
+        for test in &observed.failing {
+            assert!(text.contains(&test.id), "{}", test.id);
+            for line in test.message.iter().flat_map(|m| m.lines()) {
+                assert!(text.contains(&format!("\n    {line}")), "{line}");
+            }
+        }
+        assert!(!text.contains("tests/test_more.py::test_29"));
+        // A run cut short by a limit.
+        let mut limit = TestReport::from_records(Vec::new(), 3.0);
+        limit.outcome = RunOutcome::Timeout;
+        let observed = observe_run(&limit, &config);
+        assert!(observed.ended_abnormally() && observed.failing.is_empty());
     }
 
     #[test]

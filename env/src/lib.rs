@@ -28,17 +28,24 @@
 
 mod env;
 mod error;
-pub mod patch;
+mod eval;
 mod pool;
 pub mod protocol;
-pub mod repo;
 pub mod taskset;
 pub mod tools;
 
 pub use env::{
     EnvConfig, EpisodeRecord, GradedTest, Grading, RepoEnv, StepRecord, TestRunSummary,
-    grading_args, is_protected, repo_map, truncate_middle,
+    is_protected, repo_map, truncate_middle,
 };
 pub use error::{EnvError, Result};
-pub use pool::{EnvPool, EvalSummary, RolloutStats};
+pub use eval::{EvalReport, FailedTask, evaluate};
+pub use frognano_repo::RepoError;
+/// Unified diffs over in-memory trees (from `frognano-repo`).
+pub use frognano_repo::patch;
+/// Clean repositories held in memory (from `frognano-repo`).
+pub use frognano_repo::snapshot as repo;
+/// The pytest arguments of a grading run (from `frognano-sandbox`).
+pub use frognano_sandbox::grading_args;
+pub use pool::{EnvPool, EvalSummary, RolloutEnv, RolloutStats};
 pub use protocol::{ProtocolError, ToolRequest, parse_action};

@@ -1,5 +1,7 @@
 //! [`EnvPool`]: many environments stepped in parallel with one batched call, and rollouts of a
-//! [`Policy`] over a task set.
+//! [`Policy`] over a task set. A pool holds [`RepoEnv`]s by default and any
+//! [`Environment`] otherwise; rollouts need the [`RolloutEnv`] side of an environment
+//! (what the policy sees, and the record of each episode).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -7,7 +9,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use frognano_core::{Action, Observation, Policy, StepResult, Task};
+use frognano_core::{
+    Action, Environment, Observation, Policy, PolicyContext, PolicyOutput, StepResult, Task,
+};
 use frognano_sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
 
@@ -15,21 +19,50 @@ use crate::env::{EnvConfig, EpisodeRecord, RepoEnv};
 use crate::repo::RepoCache;
 use crate::{EnvError, Result};
 
-/// N environments sharing one sandbox and repository cache, stepped on worker threads.
+/// What a pool needs of an environment to roll a policy out in it, beyond [`Environment`]:
+/// the context a policy decides from, and a record of each episode.
+///
+/// [`RepoEnv`] is one; an in-memory environment (a test double, a different kind of task)
+/// implements these three methods and trains with the same pool and trainer.
+pub trait RolloutEnv: Environment {
+    /// What a policy needs to choose the next action of the current episode.
+    fn context(&self) -> Option<PolicyContext>;
+    /// Attaches a policy's log-probs, token ids and decision to the last step's record.
+    fn annotate_last_step(&mut self, output: &PolicyOutput);
+    /// The record of the current or last episode.
+    fn record(&self) -> Option<EpisodeRecord>;
+}
+
+impl RolloutEnv for RepoEnv {
+    fn context(&self) -> Option<PolicyContext> {
+        RepoEnv::context(self)
+    }
+
+    fn annotate_last_step(&mut self, output: &PolicyOutput) {
+        RepoEnv::annotate_last_step(self, output);
+    }
+
+    fn record(&self) -> Option<EpisodeRecord> {
+        RepoEnv::record(self)
+    }
+}
+
+/// N environments stepped on worker threads; by default [`RepoEnv`]s sharing one sandbox and
+/// repository cache.
 #[derive(Debug)]
-pub struct EnvPool {
-    envs: Vec<RepoEnv>,
+pub struct EnvPool<E = RepoEnv> {
+    envs: Vec<E>,
     workers: usize,
 }
 
 /// Runs `job` on each `(index, env, input)` on up to `workers` threads; results in input order.
-fn parallel<I: Sync, T: Send>(
-    envs: &mut [RepoEnv],
+fn parallel<E: Send, I: Sync, T: Send>(
+    envs: &mut [E],
     inputs: &[(usize, I)],
     workers: usize,
-    job: impl Fn(&mut RepoEnv, &I) -> Result<T> + Sync,
+    job: impl Fn(&mut E, &I) -> Result<T> + Sync,
 ) -> Vec<Result<T>> {
-    let mut slots: Vec<Option<&mut RepoEnv>> = envs.iter_mut().map(Some).collect();
+    let mut slots: Vec<Option<&mut E>> = envs.iter_mut().map(Some).collect();
     let mut jobs = Vec::with_capacity(inputs.len());
     for (index, input) in inputs {
         match slots.get_mut(*index).and_then(Option::take) {
@@ -69,7 +102,7 @@ fn parallel<I: Sync, T: Send>(
         .collect()
 }
 
-impl EnvPool {
+impl EnvPool<RepoEnv> {
     /// `n` environments over `sandbox`; `workers` threads step them (0: the sandbox's worker
     /// count).
     pub fn new(sandbox: Arc<Sandbox>, n: usize, workers: usize, config: EnvConfig) -> Result<Self> {
@@ -105,6 +138,22 @@ impl EnvPool {
         };
         Self::new(sandbox, workers.clamp(1, tasks.max(1)), workers, config)
     }
+}
+
+impl<E: Environment> EnvPool<E> {
+    /// A pool of the given environments (at least one), stepped on `workers` threads (at
+    /// least one).
+    pub fn from_envs(envs: Vec<E>, workers: usize) -> Result<Self> {
+        if envs.is_empty() {
+            return Err(EnvError::InvalidOption(
+                "a pool needs at least one environment".into(),
+            ));
+        }
+        Ok(EnvPool {
+            envs,
+            workers: workers.max(1),
+        })
+    }
 
     /// Number of environments.
     pub fn len(&self) -> usize {
@@ -117,12 +166,12 @@ impl EnvPool {
     }
 
     /// The environments.
-    pub fn envs(&self) -> &[RepoEnv] {
+    pub fn envs(&self) -> &[E] {
         &self.envs
     }
 
     /// One environment, mutably.
-    pub fn env_mut(&mut self, index: usize) -> Option<&mut RepoEnv> {
+    pub fn env_mut(&mut self, index: usize) -> Option<&mut E> {
         self.envs.get_mut(index)
     }
 
@@ -135,7 +184,7 @@ impl EnvPool {
     /// Resets the named environments.
     pub fn reset_some(&mut self, tasks: &[(usize, &Task)]) -> Vec<Result<Observation>> {
         parallel(&mut self.envs, tasks, self.workers, |env, task| {
-            env.reset_task(task)
+            env.reset(task).map_err(EnvError::from)
         })
     }
 
@@ -148,10 +197,12 @@ impl EnvPool {
     /// Steps the named environments.
     pub fn step_some(&mut self, actions: &[(usize, &Action)]) -> Vec<Result<StepResult>> {
         parallel(&mut self.envs, actions, self.workers, |env, action| {
-            env.step_action(action)
+            env.step(action).map_err(EnvError::from)
         })
     }
+}
 
+impl<E: RolloutEnv> EnvPool<E> {
     /// Runs `policy` on every task until each episode ends, keeping every environment busy, and
     /// hands each finished episode's record to `on_episode` (in completion order). A task that
     /// cannot be reset (bad patch, missing repository) is reported through `on_error` and
@@ -317,5 +368,180 @@ impl EvalSummary {
             test_runs: records.iter().map(|r| r.outcome.test_runs).sum(),
             truncated: count(&|r| r.outcome.truncated),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use frognano_core::{EpisodeOutcome, Policy};
+
+    use crate::StepRecord;
+
+    use super::*;
+
+    /// Counts down from the task's `steps` metadata; the last step resolves the task.
+    #[derive(Debug, Default)]
+    struct Countdown {
+        task: Option<String>,
+        left: usize,
+        steps: Vec<StepRecord>,
+        history: Vec<frognano_core::Turn>,
+    }
+
+    impl Environment for Countdown {
+        fn reset(&mut self, task: &Task) -> frognano_core::Result<Observation> {
+            self.left = task.metadata["steps"].as_u64().unwrap_or(0) as usize;
+            if self.left == 0 {
+                return Err(EnvError::Task {
+                    task: task.id.clone(),
+                    message: "no steps".into(),
+                }
+                .into());
+            }
+            self.task = Some(task.id.clone());
+            self.steps.clear();
+            self.history.clear();
+            Ok(Observation::default())
+        }
+
+        fn step(&mut self, action: &Action) -> frognano_core::Result<StepResult> {
+            self.left = self.left.checked_sub(1).ok_or(EnvError::NoEpisode)?;
+            let done = self.left == 0;
+            let observation = Observation::default();
+            self.steps.push(StepRecord {
+                step: self.steps.len() + 1,
+                action: action.clone(),
+                tool: None,
+                observation: String::new(),
+                is_error: false,
+                reward: f64::from(u8::from(done)),
+                elapsed_ms: 0.0,
+                tests: None,
+                logprobs: Vec::new(),
+                token_ids: None,
+                loss_mask: None,
+                decision: None,
+            });
+            self.history.push(frognano_core::Turn {
+                action: action.clone(),
+                observation: observation.clone(),
+            });
+            Ok(StepResult {
+                observation,
+                reward: f64::from(u8::from(done)),
+                terminated: done,
+                truncated: false,
+                info: serde_json::Value::Null,
+            })
+        }
+
+        fn outcome(&self) -> Option<EpisodeOutcome> {
+            (self.left == 0).then(|| EpisodeOutcome {
+                task_id: self.task.clone().unwrap_or_default(),
+                resolved: true,
+                reward: 1.0,
+                steps: self.steps.len(),
+                tool_errors: 0,
+                test_runs: 0,
+                met_failure: false,
+                recovered: false,
+                submitted: true,
+                truncated: false,
+            })
+        }
+    }
+
+    impl RolloutEnv for Countdown {
+        fn context(&self) -> Option<PolicyContext> {
+            Some(PolicyContext {
+                task_id: self.task.clone()?,
+                initial: Observation::default(),
+                history: self.history.clone(),
+            })
+        }
+
+        fn annotate_last_step(&mut self, _output: &PolicyOutput) {}
+
+        fn record(&self) -> Option<EpisodeRecord> {
+            Some(EpisodeRecord {
+                task_id: self.task.clone()?,
+                outcome: self.outcome()?,
+                initial_observation: String::new(),
+                steps: self.steps.clone(),
+                grading: None,
+                patch: String::new(),
+                reset_ms: 0.0,
+                duration_s: 0.0,
+            })
+        }
+    }
+
+    struct Wait;
+
+    impl Policy for Wait {
+        fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
+            Ok(contexts
+                .iter()
+                .map(|_| {
+                    PolicyOutput::action(Action::Text {
+                        text: "wait".into(),
+                    })
+                })
+                .collect())
+        }
+    }
+
+    fn task(id: &str, steps: u64) -> Task {
+        let mut task: Task = serde_json::from_value(serde_json::json!({
+            "id": id,
+            "repo": {"kind": "path", "path": "/nonexistent"},
+            "bug_patch": "",
+            "problem_statement": "x",
+            "fail_to_pass": ["t::a"],
+        }))
+        .expect("task");
+        task.metadata.insert("steps".into(), steps.into());
+        task
+    }
+
+    #[test]
+    fn a_pool_of_any_environment_rolls_out_and_keeps_typed_errors() {
+        assert!(EnvPool::<Countdown>::from_envs(Vec::new(), 1).is_err());
+        let envs = (0..2).map(|_| Countdown::default()).collect();
+        let mut pool = EnvPool::from_envs(envs, 2).expect("pool");
+        let resets = pool.reset(&[task("a", 1), task("bad", 0)]);
+        assert!(resets[0].is_ok());
+        // The environment's own error comes back as itself, not wrapped.
+        assert!(matches!(&resets[1], Err(EnvError::Task { task, .. }) if task == "bad"));
+        let steps = pool.step(&[Action::Text { text: "x".into() }]);
+        assert!(steps[0].as_ref().is_ok_and(|s| s.terminated));
+
+        let tasks = [
+            task("one", 1),
+            task("three", 3),
+            task("bad", 0),
+            task("two", 2),
+        ];
+        let (mut records, mut failed) = (Vec::new(), Vec::new());
+        let stats = pool
+            .rollout(
+                &mut Wait,
+                &tasks,
+                |r| records.push(r),
+                |t, _| failed.push(t.id.clone()),
+            )
+            .expect("rollout");
+        assert_eq!((stats.episodes, stats.resolved, stats.steps), (3, 3, 6));
+        assert_eq!((stats.resets, stats.failed_resets), (3, 1));
+        assert_eq!(failed, ["bad"]);
+        let mut lengths: Vec<(String, usize)> = records
+            .iter()
+            .map(|r| (r.task_id.clone(), r.steps.len()))
+            .collect();
+        lengths.sort();
+        assert_eq!(
+            lengths,
+            [("one".into(), 1), ("three".into(), 3), ("two".into(), 2)]
+        );
     }
 }

@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use frognano_core::{RepoSource, Task};
@@ -101,19 +100,10 @@ pub fn save_tasks(path: &Path, tasks: &[Task]) -> Result<()> {
     write_atomically(path, &out)
 }
 
-/// Writes a file through a temporary sibling and a rename, so a crash never leaves half a file.
+/// Writes a file through a temporary sibling and a rename, so a crash never leaves half a file
+/// ([`frognano_repo::write_atomically`] with this crate's error).
 pub fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(EnvError::io(format!("write {}", path.display())))?;
-    tmp.write_all(data)
-        .map_err(EnvError::io(format!("write {}", path.display())))?;
-    tmp.persist(path)
-        .map_err(|e| EnvError::io(format!("write {}", path.display()))(e.error))?;
-    Ok(())
+    Ok(frognano_repo::write_atomically(path, data)?)
 }
 
 fn string_list(value: Option<&Value>, field: &str) -> std::result::Result<Vec<String>, String> {

@@ -28,14 +28,7 @@
 #include <string.h>
 
 #include "frognano.h"
-
-/* Prints an error with a context, frees it, and returns 2 (the error exit status). */
-static int report_error(const char *context, FrognanoError *error) {
-    fprintf(stderr, "%s: error %d: %s\n", context, (int)frognano_error_code(error),
-            frognano_error_message(error));
-    frognano_error_free(error);
-    return 2;
-}
+#include "example_util.h"
 
 /* Prints the first line of a text. */
 static void print_first_line(const char *label, const char *text) {
@@ -114,12 +107,8 @@ static int run_episode(const FrognanoSandbox *sandbox, const FrognanoTaskSet *ta
 }
 
 int main(int argc, char **argv) {
-    bool evaluate = true;
     int arg = 1;
-    if (arg < argc && strcmp(argv[arg], "--skip-evaluate") == 0) {
-        evaluate = false;
-        arg++;
-    }
+    bool evaluate = !take_flag(argc, argv, &arg, "--skip-evaluate");
     const char *path = arg < argc ? argv[arg] : "examples/tasks/sample.jsonl";
 
     FrognanoTaskSet *tasks = NULL;
@@ -139,19 +128,7 @@ int main(int argc, char **argv) {
 
     int status = run_episode(sandbox, tasks);
     if (status == 0 && evaluate) {
-        char *summary = NULL;
-        /* 0 workers: one per CPU. */
-        error = frognano_evaluate(sandbox, tasks, "oracle", 0, &summary);
-        if (error != NULL) {
-            status = report_error("evaluate", error);
-        } else {
-            printf("oracle: %s\n", summary);
-            if (strstr(summary, "\"resolved_rate\":1.0") == NULL) {
-                fprintf(stderr, "the oracle did not resolve every task\n");
-                status = 1;
-            }
-            frognano_string_free(summary);
-        }
+        status = evaluate_oracle(sandbox, tasks);
     }
 
     frognano_sandbox_free(sandbox);

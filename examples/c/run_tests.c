@@ -19,14 +19,7 @@
 #include <string.h>
 
 #include "frognano.h"
-
-/* Prints an error with a context, frees it, and returns 2 (the error exit status). */
-static int report_error(const char *context, FrognanoError *error) {
-    fprintf(stderr, "%s: error %d: %s\n", context, (int)frognano_error_code(error),
-            frognano_error_message(error));
-    frognano_error_free(error);
-    return 2;
-}
+#include "example_util.h"
 
 /* Setup progress (only reported the first time on a machine, while the runtime is fetched
  * and compiled). May be called from another thread; fprintf is thread-safe. */

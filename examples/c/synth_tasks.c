@@ -22,14 +22,7 @@
 #include <string.h>
 
 #include "frognano.h"
-
-/* Prints an error with a context, frees it, and returns 2 (the error exit status). */
-static int report_error(const char *context, FrognanoError *error) {
-    fprintf(stderr, "%s: error %d: %s\n", context, (int)frognano_error_code(error),
-            frognano_error_message(error));
-    frognano_error_free(error);
-    return 2;
-}
+#include "example_util.h"
 
 /* Prints the JSON string value of `"key":"..."` in `json` (its first occurrence), escapes
  * and all; prints "?" when it is not there. Enough for the compact JSON the library writes. */
@@ -127,19 +120,7 @@ int main(int argc, char **argv) {
         status = 1;
     }
     if (status == 0) {
-        char *summary = NULL;
-        /* 0 workers: one per CPU. */
-        error = frognano_evaluate(sandbox, tasks, "oracle", 0, &summary);
-        if (error != NULL) {
-            status = report_error("evaluate", error);
-        } else {
-            printf("oracle: %s\n", summary);
-            if (strstr(summary, "\"resolved_rate\":1.0") == NULL) {
-                fprintf(stderr, "the oracle did not resolve every task\n");
-                status = 1;
-            }
-            frognano_string_free(summary);
-        }
+        status = evaluate_oracle(sandbox, tasks);
     }
 
     frognano_task_set_free(tasks);

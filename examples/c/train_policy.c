@@ -36,14 +36,7 @@
 #include <unistd.h>
 
 #include "frognano.h"
-
-/* Prints an error with a context, frees it, and returns 2 (the error exit status). */
-static int report_error(const char *context, FrognanoError *error) {
-    fprintf(stderr, "%s: error %d: %s\n", context, (int)frognano_error_code(error),
-            frognano_error_message(error));
-    frognano_error_free(error);
-    return 2;
-}
+#include "example_util.h"
 
 /* Reads the number of `"key":NUMBER` in `json` (its first occurrence). Returns false when it is
  * not there. Enough for the compact JSON the library writes. */
@@ -244,12 +237,8 @@ static int training_demo(const FrognanoSandbox *sandbox, const char *repo) {
 }
 
 int main(int argc, char **argv) {
-    bool train = true;
     int arg = 1;
-    if (arg < argc && strcmp(argv[arg], "--skip-training") == 0) {
-        train = false;
-        arg++;
-    }
+    bool train = !take_flag(argc, argv, &arg, "--skip-training");
     const char *repo = arg < argc ? argv[arg] : "examples/repos/textkit";
 
     int status = advantages_demo();

@@ -1,60 +1,10 @@
 use std::collections::HashMap;
 
-use frognano_core::{Action, Error, PolicyContext, PolicyOutput, Result, Task};
+use frognano_core::{Action, Error, ErrorKind, PolicyContext, PolicyOutput, Result, Task};
 use frognano_env::patch::{self, FileChange, FileTree};
 use frognano_env::{ToolRequest, parse_action, repo};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// The baseline policy a spec names: `oracle` (for `tasks`), `noop`, `random[:SEED]` (seed
-/// 0 when absent), or `repair[:CHECKPOINT]` (the learnable [`crate::RepairPolicy`], untrained
-/// or restored from a checkpoint written by the trainer; greedy, as for evaluation). Used by the
-/// CLI and the bindings alike.
-pub fn baseline(spec: &str, tasks: &[Task]) -> Result<Box<dyn frognano_core::Policy>> {
-    let (name, arg) = match spec.split_once(':') {
-        Some((name, arg)) => (name, Some(arg)),
-        None => (spec, None),
-    };
-    match (name, arg) {
-        ("oracle", None) => Ok(Box::new(OraclePolicy::new(tasks))),
-        ("noop", None) => Ok(Box::new(NoopPolicy)),
-        ("random", seed) => {
-            let seed = match seed {
-                None => 0,
-                Some(s) => s.parse::<u64>().map_err(|e| {
-                    Error::invalid(
-                        "policy",
-                        format!("{spec:?}: the seed must be an integer: {e}"),
-                    )
-                })?,
-            };
-            Ok(Box::new(RandomPolicy::new(seed, 0.02)))
-        }
-        ("repair", checkpoint) => {
-            let mut policy = crate::RepairPolicy::new(crate::RepairConfig {
-                greedy: true,
-                ..crate::RepairConfig::default()
-            })?;
-            if let Some(path) = checkpoint {
-                let text = std::fs::read_to_string(path).map_err(|e| Error::Path {
-                    path: path.into(),
-                    message: format!("cannot read the policy checkpoint: {e}"),
-                })?;
-                let state: serde_json::Value = serde_json::from_str(&text)?;
-                // A trainer checkpoint holds the policy under "policy"; a bare state is accepted.
-                let state = state.get("policy").unwrap_or(&state);
-                frognano_core::Learner::load_state(&mut policy, state)?;
-            }
-            Ok(Box::new(policy))
-        }
-        _ => Err(Error::invalid(
-            "policy",
-            format!(
-                "unknown policy {spec:?}: use oracle, noop, random[:SEED] or repair[:CHECKPOINT]"
-            ),
-        )),
-    }
-}
 
 /// Submits at once: a lower bound (reward 0 on every valid task).
 #[derive(Debug, Default, Clone, Copy)]
@@ -222,13 +172,19 @@ impl OraclePolicy {
     /// The oracle's full action sequence for a task.
     pub fn plan(&mut self, task_id: &str) -> Result<&[Action]> {
         if !self.plans.contains_key(task_id) {
-            let task = self.tasks.get(task_id).ok_or_else(|| Error::Component {
-                component: "oracle policy",
-                message: format!("task {task_id} is not one of the oracle's tasks"),
+            let task = self.tasks.get(task_id).ok_or_else(|| {
+                Error::invalid_as(
+                    ErrorKind::Task,
+                    "oracle policy task",
+                    format!("task {task_id} is not one of the oracle's tasks"),
+                )
             })?;
-            let plan = plan_for(task, self.run_tests).map_err(|e| Error::Component {
-                component: "oracle policy",
-                message: format!("task {task_id}: {e}"),
+            let plan = plan_for(task, self.run_tests).map_err(|e| {
+                Error::invalid_as(
+                    ErrorKind::Task,
+                    "oracle policy task",
+                    format!("task {task_id}: {e}"),
+                )
             })?;
             self.plans.insert(task_id.to_string(), plan);
         }
@@ -605,23 +561,13 @@ mod tests {
     }
 
     #[test]
-    fn baselines_by_name() {
-        for good in ["oracle", "noop", "random", "random:7"] {
-            assert!(baseline(good, &[]).is_ok(), "{good}");
-        }
-        for bad in ["genius", "random:x", "oracle:1", ""] {
-            let err = baseline(bad, &[]).err().expect(bad).to_string();
-            assert!(err.contains("policy"), "{err}");
-        }
-    }
-
-    #[test]
     fn random_policy_is_deterministic() {
         let context = PolicyContext {
             task_id: "t".into(),
             initial: frognano_core::Observation {
                 text: "pkg/a.py (3 lines)\n".into(),
                 is_error: false,
+                test_run: None,
             },
             history: vec![],
         };

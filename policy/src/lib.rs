@@ -7,14 +7,18 @@
 //! random, often malformed or hostile, actions for fuzzing the protocol and the sandbox. It also
 //! holds [`RepairPolicy`], the small policy that learns from reward (a softmax over candidate
 //! repairs with learned weights, its own [`frognano_core::Learner`]): the fast baseline for RL
-//! and curriculum research on a CPU. And [`OnnxPolicy`] ([`llm`]): a local language model run
-//! with ONNX Runtime (int4 or fp32), batched generation with a key/value cache and per-token
-//! log-probs, acting through the same tool protocol.
+//! and curriculum research on a CPU. And it re-exports [`OnnxPolicy`] from [`llm`]
+//! (`frognano-llm`): a local language model run with ONNX Runtime (int4 or fp32), batched
+//! generation with a key/value cache and per-token log-probs, acting through the same tool
+//! protocol.
 
 mod baselines;
-pub mod llm;
 mod repair;
+mod spec;
 
-pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, baseline, edits_between};
-pub use llm::{OnnxPolicy, OnnxPolicyConfig};
+pub use frognano_llm as llm;
+
+pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, edits_between};
+pub use frognano_llm::{OnnxPolicy, OnnxPolicyConfig};
 pub use repair::{RepairConfig, RepairPolicy, feature_names, repair_operators};
+pub use spec::{POLICY_SPEC_FORMS, PolicySpec, policy_from_spec};

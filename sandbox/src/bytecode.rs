@@ -82,7 +82,7 @@ pub fn harvest(compiled: &Path, dir: &Path) -> Result<()> {
     }
     fs::write(staging.path().join(COMPLETE), b"")
         .map_err(SandboxError::io("mark bytecode complete"))?;
-    crate::assets::land_cache_dir(staging, dir)
+    Ok(crate::assets::land_cache_dir(staging, dir)?)
 }
 
 /// Copies the cached `.pyc` files into `workspace`. Writes go through a capability handle, so

@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use frognano_core::ErrorKind;
+
 /// Errors of the sandbox: setup, configuration and host-side failures.
 ///
 /// What the guest does (failing tests, timeouts, memory or output floods, traps) is never an
@@ -70,12 +72,39 @@ impl SandboxError {
     }
 }
 
+impl SandboxError {
+    /// What sort of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SandboxError::Asset { .. } => ErrorKind::Setup,
+            SandboxError::Repo { .. } => ErrorKind::NotFound,
+            SandboxError::Config { .. } => ErrorKind::Config,
+            SandboxError::InvalidOption(_) => ErrorKind::InvalidArgument,
+            SandboxError::Requirements { .. } => ErrorKind::Requirements,
+            SandboxError::Runtime(_) => ErrorKind::Sandbox,
+            SandboxError::Cancelled => ErrorKind::Cancelled,
+            SandboxError::Io { .. } => ErrorKind::Io,
+        }
+    }
+}
+
+impl From<frognano_assets::AssetError> for SandboxError {
+    fn from(err: frognano_assets::AssetError) -> Self {
+        match err {
+            frognano_assets::AssetError::Fetch { name, message } => {
+                SandboxError::Asset { name, message }
+            }
+            frognano_assets::AssetError::Io { context, source } => {
+                SandboxError::Io { context, source }
+            }
+        }
+    }
+}
+
 impl From<SandboxError> for frognano_core::Error {
     fn from(err: SandboxError) -> Self {
-        frognano_core::Error::Component {
-            component: "sandbox",
-            message: err.to_string(),
-        }
+        let kind = err.kind();
+        frognano_core::Error::component("sandbox", kind, err)
     }
 }
 

@@ -164,7 +164,7 @@ fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Resu
     }
     fs::write(staging.path().join(".complete"), b"")
         .map_err(SandboxError::io("mark layer complete"))?;
-    assets::land_cache_dir(staging, dir)
+    Ok(assets::land_cache_dir(staging, dir)?)
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub use error::{Result, SandboxError};
 pub use image::{ImageFiles, ImageKind};
 pub use sandbox::{
     CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox,
-    SandboxOptions, TestRequest,
+    SandboxOptions, TestRequest, grading_args,
 };
 
 /// Prepares every asset for the given image (fetch, verify, compile, snapshot) and reports

@@ -1,9 +1,11 @@
 use std::path::PathBuf;
 
-use frognano_env::EnvError;
+use frognano_core::ErrorKind;
+
+use frognano_repo::RepoError;
 use frognano_sandbox::SandboxError;
 
-use crate::mutate::MutateError;
+use frognano_mutate::MutateError;
 
 /// Errors of task synthesis.
 ///
@@ -26,9 +28,9 @@ pub enum SynthError {
     /// A mutation operator failed (unknown name, unparseable source).
     #[error(transparent)]
     Mutate(#[from] MutateError),
-    /// The environment layer failed (reading the repository, writing tasks).
+    /// The repository layer failed (reading or preparing the repository, applying a diff).
     #[error(transparent)]
-    Env(#[from] EnvError),
+    Repo(#[from] RepoError),
     /// The sandbox failed (not a test failure or a limit, which are results).
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -37,16 +39,30 @@ pub enum SynthError {
     Cancelled,
 }
 
+impl SynthError {
+    /// What sort of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SynthError::Intake { .. } => ErrorKind::Synthesis,
+            SynthError::Mutate(err) => err.kind(),
+            SynthError::InvalidOption(_) => ErrorKind::InvalidArgument,
+            SynthError::Repo(err) => err.kind(),
+            SynthError::Sandbox(err) => err.kind(),
+            SynthError::Cancelled => ErrorKind::Cancelled,
+        }
+    }
+}
+
 impl From<SynthError> for frognano_core::Error {
     fn from(err: SynthError) -> Self {
         match err {
             SynthError::InvalidOption(message) => {
                 frognano_core::Error::invalid("synthesis option", message)
             }
-            other => frognano_core::Error::Component {
-                component: "task synthesis",
-                message: other.to_string(),
-            },
+            other => {
+                let kind = other.kind();
+                frognano_core::Error::component("task synthesis", kind, other)
+            }
         }
     }
 }

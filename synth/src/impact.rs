@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use frognano_core::{Coverage, FileLines};
-use frognano_env::patch::FileTree;
+use frognano_repo::FileTree;
 use serde::Serialize;
 
 use crate::intake::Intake;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use frognano_core::{Coverage, RunOutcome, TestOutcome, TestReport};
-use frognano_env::repo::CleanRepo;
+use frognano_repo::CleanRepo;
 use frognano_sandbox::{TestRequest, assets};
 use serde::{Deserialize, Serialize};
 
@@ -125,7 +125,7 @@ pub fn run_intake(
         }
         let ids: Vec<String> = intake.passing.iter().cloned().collect();
         let request = TestRequest {
-            pytest_args: frognano_env::grading_args(&[], &ids),
+            pytest_args: frognano_sandbox::grading_args(&[], &ids),
             limits: Some(limits),
             cancel: options.cancel.clone(),
             ..TestRequest::default()
@@ -170,7 +170,7 @@ pub fn run_intake(
         && let Ok(text) = serde_json::to_vec(&intake)
     {
         // Best effort: a cache that cannot be written only costs a re-run next time.
-        let _ = frognano_env::taskset::write_atomically(&cache, &text);
+        let _ = frognano_repo::write_atomically(&cache, &text);
     }
     Ok(intake)
 }

@@ -3,8 +3,9 @@
 //! `frognano-synth` turns a repository whose test suite passes into bug-fix tasks, the way
 //! SWE-smith does but in-process and fast. [`intake`] runs the clean suite twice in the WASI
 //! sandbox (flaky tests are excluded) and records which lines each test executes. [`mutate`]
-//! injects bugs with procedural operators that edit byte spans found by tree-sitter-python
-//! (formatting and comments survive; every candidate parses). [`impact`] picks the tests that
+//! (the `frognano-mutate` crate, re-exported) injects bugs with procedural operators that edit
+//! byte spans found by tree-sitter-python (formatting and comments survive; every candidate
+//! parses). [`impact`] picks the tests that
 //! can observe a change (per-test coverage inside function bodies, the import graph for code
 //! that runs at import), so each candidate runs a handful of tests instead of the suite. A
 //! candidate becomes a task when at least one passing test fails, at least one keeps passing,
@@ -30,9 +31,11 @@
 mod error;
 pub mod impact;
 pub mod intake;
-pub mod mutate;
 pub mod statement;
 mod synth;
+
+/// The mutation operators (the `frognano-mutate` crate).
+pub use frognano_mutate as mutate;
 
 pub use error::{Result, SynthError};
 pub use intake::{Intake, IntakeOptions, run_intake};

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use frognano_core::TestRecord;
 
 /// Highest hint level.
-pub const MAX_HINT_LEVEL: u8 = 3;
+pub const MAX_HINT_LEVEL: u8 = frognano_core::Difficulty::MAX_HINT_LEVEL;
 
 const MAX_TESTS_NAMED: usize = 12;
 const MAX_MESSAGES: usize = 5;

@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use frognano_core::{
-    EpisodeOutcome, Limits, RepoSource, RunOutcome, Task, TaskSynthesizer, TestOutcome, TestRecord,
+    Difficulty, EpisodeOutcome, Limits, RepoSource, RunOutcome, Task, TaskSynthesizer, TestOutcome,
+    TestRecord,
 };
-use frognano_env::patch::{FileTree, diff_trees};
-use frognano_env::repo::{CleanRepo, RepoCache, materialise};
+use frognano_mutate::{self as mutate, Mutation};
+use frognano_repo::{CleanRepo, FileTree, RepoCache, diff_trees, materialise};
 use frognano_sandbox::{Sandbox, TestRequest};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -21,7 +22,6 @@ use sha2::{Digest, Sha256};
 
 use crate::impact::{ChangedSpan, ImpactIndex, SelectionKind, test_file};
 use crate::intake::{Intake, IntakeOptions, run_intake};
-use crate::mutate::{self, Mutation};
 use crate::statement::{MAX_HINT_LEVEL, StatementInput, write_statement};
 use crate::{Result, SynthError};
 
@@ -63,7 +63,7 @@ impl CombineScope {
 
 /// How a synthesizer makes tasks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SynthConfig {
     /// Seed of every random choice (same seed, same repository: same tasks).
     pub seed: u64,
@@ -98,7 +98,7 @@ impl Default for SynthConfig {
             operators: Vec::new(),
             max_bugs: 1,
             scope: CombineScope::File,
-            hint_levels: vec![2],
+            hint_levels: vec![Difficulty::DEFAULT_HINT_LEVEL],
             workers: 0,
             reproduce: true,
             select_tests: true,
@@ -1021,11 +1021,11 @@ impl Synthesizer {
         // Confirm: exactly the run that will grade the task (every passing test by id, in
         // grading order). The test that failed the screen must fail again.
         let passing: Vec<String> = self.intake.passing.iter().cloned().collect();
-        let confirm = match self.run_once(&tree, &frognano_env::grading_args(&[], &passing), false)
-        {
-            Ok(report) => report,
-            Err(reason) => return Verdict::Rejected(reason, 2, Some(kind), tests_run),
-        };
+        let confirm =
+            match self.run_once(&tree, &frognano_sandbox::grading_args(&[], &passing), false) {
+                Ok(report) => report,
+                Err(reason) => return Verdict::Rejected(reason, 2, Some(kind), tests_run),
+            };
         tests_run += confirm.tests.len();
         let confirmed = bucket(&self.intake.passing, &self.intake.passing, &confirm.tests);
         let screen_failed: Vec<&String> = screened
@@ -1154,23 +1154,34 @@ impl Synthesizer {
             short_ops,
             &candidate.key[..10]
         );
-        let mut metadata = serde_json::Map::new();
-        metadata.insert(
-            "difficulty".into(),
-            serde_json::json!({
-                "operators": operators,
-                "bug_count": sites.len(),
-                "hint_level": hint_level,
-                "files_changed": candidate.files.len(),
-                "lines_changed": added.max(removed),
-                "lines_added": added,
-                "lines_removed": removed,
-                "fail_to_pass": validated.fail_to_pass.len(),
-                "pass_to_pass": validated.pass_to_pass.len(),
-                "scopes": scopes,
-            }),
-        );
-        metadata.insert(
+        let difficulty = Difficulty {
+            operators: operators.iter().map(|o| o.to_string()).collect(),
+            bug_count: sites.len(),
+            hint_level,
+            files_changed: candidate.files.len(),
+            lines_changed: added.max(removed),
+            lines_added: added,
+            lines_removed: removed,
+            fail_to_pass: validated.fail_to_pass.len(),
+            pass_to_pass: validated.pass_to_pass.len(),
+            scopes,
+        };
+        let mut task = Task {
+            id,
+            repo: self.source.clone(),
+            bug_patch,
+            gold_patch: None,
+            test_patch: None,
+            problem_statement: statement,
+            fail_to_pass: validated.fail_to_pass.clone(),
+            pass_to_pass: validated.pass_to_pass.clone(),
+            test_args: Vec::new(),
+            limits: self.task_limits(),
+            metadata: serde_json::Map::new(),
+        };
+        // `difficulty` first, then `synth`: the order task files have always held them in.
+        task.set_difficulty(&difficulty);
+        task.metadata.insert(
             "synth".into(),
             serde_json::json!({
                 "generator": concat!("frognano-synth ", env!("CARGO_PKG_VERSION")),
@@ -1188,19 +1199,6 @@ impl Synthesizer {
                 })).collect::<Vec<_>>(),
             }),
         );
-        let task = Task {
-            id,
-            repo: self.source.clone(),
-            bug_patch,
-            gold_patch: None,
-            test_patch: None,
-            problem_statement: statement,
-            fail_to_pass: validated.fail_to_pass.clone(),
-            pass_to_pass: validated.pass_to_pass.clone(),
-            test_args: Vec::new(),
-            limits: self.task_limits(),
-            metadata,
-        };
         task.validate()
             .map_err(|e| SynthError::InvalidOption(e.to_string()))?;
         Ok(task)

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use frognano_core::{EpisodeOutcome, Task, TaskSynthesizer};
+use frognano_core::{Difficulty, EpisodeOutcome, IterationMetrics, Task, TaskSynthesizer};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -27,21 +27,16 @@ pub struct FamilyKey {
 impl FamilyKey {
     /// The family of a synthesized task (`None` for tasks without synthesis metadata).
     pub fn of(task: &Task) -> Option<FamilyKey> {
-        let d = task.metadata.get("difficulty")?;
-        let operators: Vec<&str> = d
-            .get("operators")?
-            .as_array()?
-            .iter()
-            .filter_map(|o| o.as_str())
-            .collect();
-        let mut unique = operators.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        Some(FamilyKey {
-            operator: unique.join("+"),
-            bugs: d.get("bug_count")?.as_u64()? as usize,
-            hint: d.get("hint_level").and_then(|h| h.as_u64()).unwrap_or(2) as u8,
-        })
+        task.difficulty().map(|d| FamilyKey::of_difficulty(&d))
+    }
+
+    /// The family of a task with these difficulty knobs.
+    pub fn of_difficulty(difficulty: &Difficulty) -> FamilyKey {
+        FamilyKey {
+            operator: difficulty.operator_family(),
+            bugs: difficulty.bug_count,
+            hint: difficulty.hint_level,
+        }
     }
 
     /// `operator/bugs/hint`.
@@ -53,41 +48,66 @@ impl FamilyKey {
 /// A difficulty score for ordering tasks from easy to hard: more bugs, more files and lines
 /// changed, and less help in the statement make a task harder.
 pub fn difficulty_score(task: &Task) -> f64 {
-    let d = task.metadata.get("difficulty");
-    let num = |k: &str| {
-        d.and_then(|d| d.get(k))
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0)
-    };
-    let bugs = num("bug_count").max(1.0);
-    let hint = d
-        .and_then(|d| d.get("hint_level"))
-        .and_then(|v| v.as_f64())
-        .unwrap_or(2.0);
-    10.0 * bugs + 3.0 * num("files_changed") + num("lines_changed") + (3.0 - hint)
+    let d = task.difficulty();
+    let bugs = d.as_ref().map_or(0, |d| d.bug_count).max(1) as f64;
+    let files = d.as_ref().map_or(0, |d| d.files_changed) as f64;
+    let lines = d.as_ref().map_or(0, |d| d.lines_changed) as f64;
+    let hint = f64::from(
+        d.as_ref()
+            .map_or(Difficulty::DEFAULT_HINT_LEVEL, |d| d.hint_level),
+    );
+    10.0 * bugs + 3.0 * files + lines + (3.0 - hint)
 }
 
-/// Counts of what was proposed, for the trainer's "difficulty mix" metric.
-pub fn difficulty_mix(tasks: &[Task]) -> serde_json::Value {
-    let mut operators: BTreeMap<String, usize> = BTreeMap::new();
-    let (mut bugs, mut hints, mut known) = (0.0, 0.0, 0usize);
-    for task in tasks {
-        if let Some(f) = FamilyKey::of(task) {
-            *operators.entry(f.operator.clone()).or_default() += 1;
-            bugs += f.bugs as f64;
-            hints += f64::from(f.hint);
-            known += 1;
+/// What an iteration proposed: the trainer's `difficulty` metric.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DifficultyMix {
+    /// Mean bugs per task, over the tasks that record their difficulty.
+    pub mean_bugs: f64,
+    /// Mean hint level, over the same tasks.
+    pub mean_hint_level: f64,
+    /// Mean [`difficulty_score`] over all tasks.
+    pub mean_difficulty: f64,
+    /// Tasks per operator family.
+    pub operators: BTreeMap<String, usize>,
+}
+
+impl DifficultyMix {
+    /// The mix of `tasks`.
+    pub fn of(tasks: &[Task]) -> Self {
+        let mut operators: BTreeMap<String, usize> = BTreeMap::new();
+        let (mut bugs, mut hints, mut known) = (0.0, 0.0, 0usize);
+        for task in tasks {
+            if let Some(f) = FamilyKey::of(task) {
+                *operators.entry(f.operator.clone()).or_default() += 1;
+                bugs += f.bugs as f64;
+                hints += f64::from(f.hint);
+                known += 1;
+            }
+        }
+        let mean = |x: f64| if known == 0 { 0.0 } else { x / known as f64 };
+        DifficultyMix {
+            mean_bugs: mean(bugs),
+            mean_hint_level: mean(hints),
+            mean_difficulty: if tasks.is_empty() {
+                0.0
+            } else {
+                tasks.iter().map(difficulty_score).sum::<f64>() / tasks.len() as f64
+            },
+            operators,
         }
     }
-    let mean = |x: f64| if known == 0 { 0.0 } else { x / known as f64 };
-    json!({
-        "mean_bugs": mean(bugs),
-        "mean_hint_level": mean(hints),
-        "mean_difficulty": if tasks.is_empty() { 0.0 } else {
-            tasks.iter().map(difficulty_score).sum::<f64>() / tasks.len() as f64
-        },
-        "operators": operators,
-    })
+
+    /// The mix an iteration's metrics record (`None` when they hold none).
+    pub fn of_metrics(metrics: &IterationMetrics) -> Option<Self> {
+        DifficultyMix::deserialize(metrics.extra.get("difficulty")?).ok()
+    }
+}
+
+/// Counts of what was proposed, for the trainer's "difficulty mix" metric: [`DifficultyMix`]
+/// as JSON.
+pub fn difficulty_mix(tasks: &[Task]) -> serde_json::Value {
+    serde_json::to_value(DifficultyMix::of(tasks)).unwrap_or_default()
 }
 
 fn call_rng(seed: u64, call: u64) -> StdRng {
@@ -281,6 +301,14 @@ pub(crate) mod tests {
         let mix = difficulty_mix(&[t, task("b", "op_swap", 1, 1)]);
         assert_eq!(mix["mean_bugs"], json!(1.5));
         assert_eq!(mix["operators"]["op_swap"], json!(1));
+        let metrics = IterationMetrics {
+            extra: [("difficulty".to_string(), mix)].into_iter().collect(),
+            ..IterationMetrics::default()
+        };
+        let typed = DifficultyMix::of_metrics(&metrics).expect("mix");
+        assert_eq!(typed.mean_bugs, 1.5);
+        assert_eq!(typed.operators.len(), 2);
+        assert!(DifficultyMix::of_metrics(&IterationMetrics::default()).is_none());
     }
 
     #[test]

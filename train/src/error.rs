@@ -1,3 +1,4 @@
+use frognano_core::ErrorKind;
 use frognano_env::EnvError;
 use frognano_synth::SynthError;
 
@@ -48,17 +49,34 @@ impl TrainError {
     }
 }
 
+impl TrainError {
+    /// What sort of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TrainError::Config(_) => ErrorKind::Config,
+            TrainError::Checkpoint { .. } | TrainError::NoTasks(_) => ErrorKind::Training,
+            TrainError::Env(err) => err.kind(),
+            TrainError::Synth(err) => err.kind(),
+            TrainError::Core(err) => err.kind(),
+            TrainError::Io { .. } => ErrorKind::Io,
+            TrainError::Cancelled => ErrorKind::Cancelled,
+        }
+    }
+}
+
 impl From<TrainError> for frognano_core::Error {
     fn from(err: TrainError) -> Self {
         match err {
             TrainError::Core(e) => e,
-            TrainError::Config(message) => {
-                frognano_core::Error::invalid("training configuration", message)
+            TrainError::Config(message) => frognano_core::Error::invalid_as(
+                ErrorKind::Config,
+                "training configuration",
+                message,
+            ),
+            other => {
+                let kind = other.kind();
+                frognano_core::Error::component("trainer", kind, other)
             }
-            other => frognano_core::Error::Component {
-                component: "trainer",
-                message: other.to_string(),
-            },
         }
     }
 }

@@ -65,7 +65,7 @@ impl Default for FrontierConfig {
         FrontierConfig {
             operators: Vec::new(),
             bug_counts: vec![1, 2],
-            hint_levels: vec![2],
+            hint_levels: vec![frognano_core::Difficulty::DEFAULT_HINT_LEVEL],
             target_success: 0.5,
             decay: 0.8,
             exploration: 0.1,
@@ -87,7 +87,12 @@ impl FrontierConfig {
         if self.bug_counts.is_empty() || self.bug_counts.iter().any(|b| *b == 0 || *b > 8) {
             return bad("bug_counts must be non-empty, each within 1..=8");
         }
-        if self.hint_levels.is_empty() || self.hint_levels.iter().any(|h| *h > 3) {
+        if self.hint_levels.is_empty()
+            || self
+                .hint_levels
+                .iter()
+                .any(|h| *h > frognano_core::Difficulty::MAX_HINT_LEVEL)
+        {
             return bad("hint_levels must be non-empty, each within 0..=3");
         }
         if !(self.target_success > 0.0 && self.target_success < 1.0) {
@@ -123,6 +128,26 @@ pub fn learnability(p: f64, target: f64) -> f64 {
         return 0.0;
     }
     p.powf(a) * (1.0 - p).powf(b) / peak
+}
+
+/// [`learnability`] of a caller's arguments, checked: `target` must lie strictly between 0 and 1
+/// and `p` be a number (rates outside 0..=1 are clamped). Out-of-range arguments are
+/// [`ErrorKind::InvalidArgument`](frognano_core::ErrorKind::InvalidArgument) errors. What the
+/// bindings' `learnability` calls.
+pub fn checked_learnability(p: f64, target: f64) -> crate::Result<f64> {
+    if !(target > 0.0 && target < 1.0) {
+        return Err(crate::TrainError::Core(frognano_core::Error::invalid(
+            "learnability target",
+            format!("target must lie strictly between 0 and 1, got {target}"),
+        )));
+    }
+    if p.is_nan() {
+        return Err(crate::TrainError::Core(frognano_core::Error::invalid(
+            "success rate",
+            "p must be a number, got NaN",
+        )));
+    }
+    Ok(learnability(p, target))
 }
 
 /// What the frontier believes about one family.
@@ -794,6 +819,15 @@ fn synthesis_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checked_learnability_rejects_what_the_score_cannot_mean() {
+        assert_eq!(checked_learnability(0.5, 0.5).ok(), Some(1.0));
+        for (p, target) in [(0.5, 0.0), (0.5, 1.0), (0.5, f64::NAN), (f64::NAN, 0.5)] {
+            let err = checked_learnability(p, target).expect_err("out of range");
+            assert_eq!(err.kind(), frognano_core::ErrorKind::InvalidArgument);
+        }
+    }
 
     #[test]
     fn learnability_peaks_at_the_target() {

@@ -18,8 +18,12 @@ mod run;
 mod trainer;
 
 pub use advantage::{Estimator, group_advantages, has_zero_variance};
-pub use curriculum::{EasyToHard, FamilyKey, StaticCurriculum, difficulty_mix, difficulty_score};
+pub use curriculum::{
+    DifficultyMix, EasyToHard, FamilyKey, StaticCurriculum, difficulty_mix, difficulty_score,
+};
 pub use error::{Result, TrainError};
-pub use frontier::{FamilyState, FrontierConfig, FrontierSynthesizer, learnability};
+pub use frontier::{
+    FamilyState, FrontierConfig, FrontierSynthesizer, checked_learnability, learnability,
+};
 pub use run::*;
 pub use trainer::{GrpoTrainer, TrainProgress, TrainerConfig};

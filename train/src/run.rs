@@ -104,7 +104,7 @@ impl Default for TrainConfig {
             held_out: 16,
             static_tasks: 48,
             max_bugs: 2,
-            hint_levels: vec![2],
+            hint_levels: vec![frognano_core::Difficulty::DEFAULT_HINT_LEVEL],
             operators: Vec::new(),
             easy_start_fraction: 0.3,
             evaluate_initial: true,
@@ -132,6 +132,43 @@ impl TrainConfig {
         }
         config.validate()?;
         Ok(config)
+    }
+
+    /// Reads a configuration from a JSON object of its fields (the C API's `config_json`,
+    /// Python's dict): missing fields take their defaults, unknown keys at any depth and type
+    /// errors are [`TrainError::Config`] errors naming the field. Relative repository and
+    /// output paths resolve against the current directory. Not validated: set what the caller
+    /// overrides, then call [`TrainConfig::validate`].
+    pub fn from_json(value: serde_json::Value) -> Result<Self> {
+        let mut config: TrainConfig = frognano_core::config::from_json_strict(
+            value,
+            "training configuration",
+            frognano_core::ErrorKind::Config,
+        )
+        .map_err(|err| match err {
+            frognano_core::Error::Invalid { message, .. } => TrainError::Config(message),
+            other => TrainError::Core(other),
+        })?;
+        let absolute = |path: &Path| {
+            std::path::absolute(path)
+                .map_err(TrainError::io(format!("resolve {}", path.display())))
+        };
+        for repo in &mut config.repos {
+            *repo = absolute(repo)?;
+        }
+        if let Some(out) = &mut config.out {
+            *out = absolute(out)?;
+        }
+        Ok(config)
+    }
+
+    /// With no repositories named, trains on the bundled sample repositories
+    /// ([`bundled_repos`]); a configuration that names some is left as it is.
+    pub fn or_bundled_repos(mut self) -> Result<Self> {
+        if self.repos.is_empty() {
+            self.repos = bundled_repos()?;
+        }
+        Ok(self)
     }
 
     /// Checks the settings.
@@ -174,6 +211,39 @@ impl TrainConfig {
             ..SynthConfig::default()
         }
     }
+}
+
+/// The sample repositories bundled with FrogNano (under `examples/repos`), which a training
+/// configuration that names no repositories trains on.
+pub const BUNDLED_REPOS: [&str; 3] = ["textkit", "tinyparse", "ordstructs"];
+
+/// The bundled sample repositories ([`BUNDLED_REPOS`]): under `examples/repos` of the current
+/// directory, else of the source tree this library was built from. A
+/// [`TrainError::Config`] naming what to do when neither holds them all.
+pub fn bundled_repos() -> Result<Vec<PathBuf>> {
+    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let roots = [PathBuf::from("."), source_tree];
+    for root in &roots {
+        let repos: Vec<PathBuf> = BUNDLED_REPOS
+            .iter()
+            .map(|name| root.join("examples").join("repos").join(name))
+            .collect();
+        if repos.iter().all(|r| r.is_dir()) {
+            return repos
+                .iter()
+                .map(|r| {
+                    std::path::absolute(r)
+                        .map_err(TrainError::io(format!("resolve {}", r.display())))
+                })
+                .collect();
+        }
+    }
+    Err(TrainError::Config(format!(
+        "no repositories given and the bundled examples/repos/{{{}}} were not found: name \
+         `repos` in the configuration (Python repositories whose test suites pass), or run \
+         from the root of a FrogNano checkout",
+        BUNDLED_REPOS.join(",")
+    )))
 }
 
 /// What the job reports along the way.
@@ -614,5 +684,42 @@ mod tests {
         assert!(CurriculumKind::parse("easy-to-hard").is_ok());
         let (mean, std) = mean_std(&[0.2, 0.4]);
         assert!((mean - 0.3).abs() < 1e-12 && (std - 0.141_421_356).abs() < 1e-6);
+    }
+
+    #[test]
+    fn json_configs_are_strict_and_name_the_field() {
+        let config = TrainConfig::from_json(serde_json::json!({
+            "repos": ["repos/a"],
+            "trainer": {"group_size": 8},
+        }))
+        .expect("parse");
+        assert!(config.repos[0].is_absolute() && config.repos[0].ends_with("repos/a"));
+        assert_eq!(config.trainer.group_size, 8);
+        for (value, needle) in [
+            (serde_json::json!({"curiculum": "static"}), "`curiculum`"),
+            (serde_json::json!({"policy": {"learning_rat": 1}}), "learning_rat"),
+            (serde_json::json!({"trainer": {"env": {"max_step": 3}}}), "max_step"),
+            (serde_json::json!({"seed": "three"}), "`seed`"),
+            (serde_json::json!([1, 2]), "must be a JSON object"),
+        ] {
+            let err = TrainConfig::from_json(value.clone()).expect_err("a mistake");
+            assert_eq!(err.kind(), frognano_core::ErrorKind::Config, "{value}");
+            let message = err.to_string();
+            assert!(message.contains(needle), "{value}: {message}");
+            assert!(message.starts_with("invalid training configuration"), "{message}");
+        }
+    }
+
+    #[test]
+    fn an_empty_repository_list_means_the_bundled_repositories() {
+        let config = TrainConfig::default().or_bundled_repos().expect("bundled repos");
+        assert_eq!(config.repos.len(), BUNDLED_REPOS.len());
+        assert!(config.repos.iter().all(|r| r.is_absolute() && r.is_dir()));
+        let named = TrainConfig {
+            repos: vec![PathBuf::from("/elsewhere")],
+            ..TrainConfig::default()
+        };
+        let kept = named.or_bundled_repos().expect("kept");
+        assert_eq!(kept.repos, vec![PathBuf::from("/elsewhere")]);
     }
 }

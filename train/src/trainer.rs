@@ -11,7 +11,7 @@ use frognano_core::{
     EpisodeOutcome, IterationMetrics, LearningPolicy, StepSample, Task, TaskSynthesizer, Trainer,
     TrainingBatch, Trajectory,
 };
-use frognano_env::{EnvConfig, EnvPool, EpisodeRecord, EvalSummary};
+use frognano_env::{EnvConfig, EnvPool, EpisodeRecord, EvalSummary, RepoEnv, RolloutEnv};
 use frognano_sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -32,13 +32,14 @@ pub struct TrainerConfig {
     pub estimator: Estimator,
     /// Leave groups whose rewards are all equal out of the batch (their advantages are 0).
     pub drop_zero_variance: bool,
-    /// Rollout worker threads (0: the sandbox's).
+    /// Rollout worker threads (0: the sandbox's). Used by [`GrpoTrainer::new`], which builds
+    /// the pool; a pool given to [`GrpoTrainer::with_pool`] keeps its own.
     pub workers: usize,
     /// Environments stepped together (0: four per worker). Episodes alternate cheap steps with
     /// sandboxed test runs, and a pool steps its environments in lockstep rounds, so more
     /// environments than workers keep every worker running tests.
     pub envs: usize,
-    /// Environment budgets.
+    /// Environment budgets (of the pool [`GrpoTrainer::new`] builds).
     pub env: EnvConfig,
 }
 
@@ -93,9 +94,12 @@ pub struct TrainProgress {
 type ProgressHook = Box<dyn FnMut(TrainProgress) + Send>;
 
 /// The group-advantage trainer. See [`Trainer`].
-pub struct GrpoTrainer {
+///
+/// It rolls out in an [`EnvPool`] of [`RepoEnv`]s over a sandbox ([`GrpoTrainer::new`]) or in
+/// a pool of any [`RolloutEnv`] ([`GrpoTrainer::with_pool`]).
+pub struct GrpoTrainer<E = RepoEnv> {
     config: TrainerConfig,
-    pool: EnvPool,
+    pool: EnvPool<E>,
     policy: Box<dyn LearningPolicy>,
     synthesizer: Box<dyn TaskSynthesizer>,
     iteration: usize,
@@ -106,7 +110,7 @@ pub struct GrpoTrainer {
     last_batch: Option<TrainingBatch>,
 }
 
-impl std::fmt::Debug for GrpoTrainer {
+impl<E> std::fmt::Debug for GrpoTrainer<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrpoTrainer")
             .field("config", &self.config)
@@ -115,7 +119,7 @@ impl std::fmt::Debug for GrpoTrainer {
     }
 }
 
-impl GrpoTrainer {
+impl GrpoTrainer<RepoEnv> {
     /// A trainer of `policy` on tasks from `synthesizer`, rolling out in a pool over `sandbox`.
     pub fn new(
         sandbox: Arc<Sandbox>,
@@ -136,6 +140,20 @@ impl GrpoTrainer {
             config.envs
         };
         let pool = EnvPool::new(sandbox, envs, config.workers, config.env)?;
+        Self::with_pool(pool, policy, synthesizer, config)
+    }
+}
+
+impl<E: RolloutEnv> GrpoTrainer<E> {
+    /// A trainer of `policy` on tasks from `synthesizer`, rolling out in `pool` (its
+    /// environments' own budgets apply: `config.env`, `workers` and `envs` are not used).
+    pub fn with_pool(
+        pool: EnvPool<E>,
+        policy: Box<dyn LearningPolicy>,
+        synthesizer: Box<dyn TaskSynthesizer>,
+        config: TrainerConfig,
+    ) -> Result<Self> {
+        config.validate()?;
         Ok(GrpoTrainer {
             config,
             pool,
@@ -148,6 +166,11 @@ impl GrpoTrainer {
             cancel: None,
             last_batch: None,
         })
+    }
+
+    /// The pool the rollouts run in.
+    pub fn pool(&self) -> &EnvPool<E> {
+        &self.pool
     }
 
     /// Appends every iteration's metrics to `path` (JSON Lines).
@@ -236,7 +259,7 @@ impl GrpoTrainer {
         });
         let text = serde_json::to_vec(&state).map_err(|e| err(e.to_string()))?;
         // Written aside and renamed, so a crash never leaves a half-written checkpoint.
-        frognano_env::taskset::write_atomically(path, &text).map_err(|e| err(e.to_string()))
+        frognano_repo::write_atomically(path, &text).map_err(|e| err(e.to_string()))
     }
 
     /// Restores a checkpoint written by [`GrpoTrainer::save_checkpoint`]: the next iteration
@@ -466,7 +489,7 @@ fn trajectory(record: &EpisodeRecord, group: usize, advantage: f64) -> Trajector
     }
 }
 
-impl Trainer for GrpoTrainer {
+impl<E: RolloutEnv> Trainer for GrpoTrainer<E> {
     fn iterate(&mut self) -> frognano_core::Result<IterationMetrics> {
         if self.cancelled() {
             return Err(TrainError::Cancelled.into());

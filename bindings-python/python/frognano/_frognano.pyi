@@ -1,10 +1,36 @@
 from os import PathLike
-from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Literal,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+    final,
+    overload,
+)
+
+# The names the native module exports.
+__all__ = [
+    "__version__", "Sandbox", "TestReport", "TestResult", "setup", "cache_dir", "RepoEnv",
+    "EnvPool", "evaluate", "load_tasks", "save_tasks", "to_swe_bench", "tool_instructions",
+    "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
+    "RepairPolicy", "repair_feature_names", "GrpoTrainer", "FrontierSynthesizer",
+    "StaticCurriculum", "EasyToHard", "group_advantages", "learnability", "train",
+    "LocalModel", "OnnxPolicy", "fetch_model", "setup_inference", "make_tiny_model",
+    "known_models",
+]
 
 __version__: str
 
 _Path = Union[str, "PathLike[str]"]
 
+@final
 class TestResult:
     """One test's result."""
 
@@ -18,6 +44,7 @@ class TestResult:
     @property
     def message(self) -> Optional[str]: ...
 
+@final
 class TestReport:
     """The structured result of one sandboxed test run."""
 
@@ -53,17 +80,18 @@ class TestReport:
     def to_json(self) -> str: ...
     def to_dict(self) -> Dict[str, Any]: ...
 
+@final
 class Sandbox:
     """A ready-to-run sandbox; safe to share between threads."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         image: Optional[str] = None,
         workers: Optional[int] = None,
         snapshot: bool = True,
         progress: Optional[Callable[[str], None]] = None,
         disk_mb: Optional[int] = None,
-    ) -> None: ...
+    ) -> Sandbox: ...
     @property
     def image(self) -> str: ...
     @property
@@ -92,39 +120,41 @@ class Sandbox:
 def setup(image: Optional[str] = None, progress: Optional[Callable[[str], None]] = None) -> None: ...
 def cache_dir() -> str: ...
 
-Task = Dict[str, Any]
-Action = Union[str, Dict[str, Any]]
-StepTuple = Tuple[str, float, bool, bool, Dict[str, Any]]
+_Task = Dict[str, Any]
+_Action = Union[str, Dict[str, Any]]
+_StepTuple = Tuple[str, float, bool, bool, Dict[str, Any]]
 
+@final
 class RepoEnv:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         sandbox: Optional[Sandbox] = None,
         *,
         max_steps: int = 30,
         max_observation_chars: int = 120000,
         observation_chars: int = 6000,
-    ) -> None: ...
+    ) -> RepoEnv: ...
     def reset(
         self,
-        task: Optional[Union[Task, str]] = None,
+        task: Optional[Union[_Task, str]] = None,
         *,
         seed: Optional[int] = None,
         options: Optional[Dict[str, Any]] = None,
     ) -> Tuple[str, Dict[str, Any]]: ...
-    def step(self, action: Action) -> StepTuple: ...
+    def step(self, action: _Action) -> _StepTuple: ...
     def record(self) -> Optional[Dict[str, Any]]: ...
     @property
     def outcome(self) -> Optional[Dict[str, Any]]: ...
     @property
     def workspace(self) -> Optional[str]: ...
     def close(self) -> None: ...
-    def __enter__(self) -> "RepoEnv": ...
-    def __exit__(self, *args: Any) -> None: ...
+    def __enter__(self) -> RepoEnv: ...
+    def __exit__(self, _exc_type: Any, _exc: Any, _tb: Any) -> None: ...
 
+@final
 class EnvPool:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         num_envs: int,
         sandbox: Optional[Sandbox] = None,
         *,
@@ -132,15 +162,15 @@ class EnvPool:
         max_steps: int = 30,
         max_observation_chars: int = 120000,
         observation_chars: int = 6000,
-    ) -> None: ...
+    ) -> EnvPool: ...
     @property
     def num_envs(self) -> int: ...
-    def reset(self, tasks: Sequence[Union[Task, str]]) -> List[Tuple[str, Dict[str, Any]]]: ...
-    def step(self, actions: Sequence[Optional[Action]]) -> List[Optional[StepTuple]]: ...
+    def reset(self, tasks: Sequence[Union[_Task, str]]) -> List[Tuple[str, Dict[str, Any]]]: ...
+    def step(self, actions: Sequence[Optional[_Action]]) -> List[Optional[_StepTuple]]: ...
     def records(self) -> List[Optional[Dict[str, Any]]]: ...
 
 def evaluate(
-    tasks: Sequence[Union[Task, str]],
+    tasks: Sequence[Union[_Task, str]],
     policy: Any = None,
     *,
     sandbox: Optional[Sandbox] = None,
@@ -148,13 +178,14 @@ def evaluate(
     max_steps: int = 30,
     out: Optional[_Path] = None,
 ) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]: ...
-def load_tasks(path: _Path) -> List[Task]: ...
-def save_tasks(path: _Path, tasks: Sequence[Union[Task, str]]) -> None: ...
-def to_swe_bench(task: Union[Task, str]) -> Dict[str, Any]: ...
-def parse_action(action: Action) -> Dict[str, Any]: ...
+def load_tasks(path: _Path) -> List[_Task]: ...
+def save_tasks(path: _Path, tasks: Sequence[Union[_Task, str]]) -> None: ...
+def to_swe_bench(task: Union[_Task, str]) -> Dict[str, Any]: ...
+def parse_action(action: _Action) -> Dict[str, Any]: ...
 def tool_instructions() -> str: ...
 def tool_schemas() -> List[Dict[str, Any]]: ...
 
+@final
 class Synthesizer:
     """Makes validated bug-fix tasks from a repository whose test suite passes.
 
@@ -164,8 +195,8 @@ class Synthesizer:
     Used by one thread at a time; the Sandbox it runs on may be shared.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         repo: _Path,
         *,
         sandbox: Optional[Sandbox] = None,
@@ -173,15 +204,15 @@ class Synthesizer:
         operators: Optional[Sequence[str]] = None,
         max_bugs: int = 1,
         scope: str = "file",
-        hint_levels: Sequence[int] = (2,),
+        hint_levels: Sequence[int] = ...,  # default (2,)
         workers: Optional[int] = None,
         reproduce: bool = True,
         select_tests: bool = True,
         max_candidates: Optional[int] = None,
         skip_unreached: bool = True,
         timeout_factor: float = 3.0,
-    ) -> None: ...
-    def generate(self, n: int) -> List[Task]:
+    ) -> Synthesizer: ...
+    def generate(self, n: int) -> List[_Task]:
         """Up to n new tasks (fewer when the repository runs out of candidate bugs)."""
     def generate_request(
         self,
@@ -191,10 +222,10 @@ class Synthesizer:
         min_bugs: int = 1,
         max_bugs: int = 1,
         hint_levels: Optional[Sequence[int]] = None,
-    ) -> List[Task]:
+    ) -> List[_Task]:
         """Up to n tasks with min_bugs..max_bugs bugs from the given operators and hint levels
         (None: the configured ones): one slice of a curriculum."""
-    def propose(self, n: int) -> List[Task]:
+    def propose(self, n: int) -> List[_Task]:
         """The same as generate(n)."""
     def feedback(self, outcomes: Iterable[Any]) -> None:
         """Accepts episode outcomes and ignores them (this synthesizer does not adapt)."""
@@ -226,33 +257,34 @@ def synthesize(
     max_candidates: Optional[int] = None,
     skip_unreached: bool = True,
     timeout_factor: float = 3.0,
-) -> Tuple[List[Task], Dict[str, Any]]:
+) -> Tuple[List[_Task], Dict[str, Any]]:
     """Synthesizer(repo, **kwargs).generate(n) and its stats."""
 def mutation_operators() -> List[Dict[str, str]]:
     """name, family ("swe-smith" or "extra") and description of every mutation operator."""
 
 # Training ------------------------------------------------------------------------------------
 
+@final
 class RepairPolicy:
     """The learnable repair policy: runs the tests, reads the code near the failures, chooses
     among candidate repairs with a softmax over features and learned weights, and learns from
     batches by policy gradient with Adam. Hand the same object to a GrpoTrainer and inspect it
     during and after training (it is shared, not copied)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         seed: int = 0,
         *,
-        max_attempts: int = 8,
-        view_chunk: int = 100,
-        max_file_lines: int = 1200,
-        max_candidates: int = 40,
-        temperature: float = 1.0,
-        greedy: bool = False,
-        learning_rate: float = 0.1,
-        entropy_bonus: float = 0.0,
-        ratio_cap: float = 2.0,
-    ) -> None: ...
+        max_attempts: Optional[int] = None,  # default 8
+        view_chunk: Optional[int] = None,  # default 100
+        max_file_lines: Optional[int] = None,  # default 1200
+        max_candidates: Optional[int] = None,  # default 40
+        temperature: Optional[float] = None,  # default 1.0
+        greedy: Optional[bool] = None,  # default False
+        learning_rate: Optional[float] = None,  # default 0.1
+        entropy_bonus: Optional[float] = None,  # default 0.0
+        ratio_cap: Optional[float] = None,  # default 2.0
+    ) -> RepairPolicy: ...
     def act(self, contexts: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """Per context ({task_id, initial, history}) a dict {"action", "logprobs", "decision"};
         a repair choice's decision is {"chosen", "operator", "temperature", "features"} with
@@ -276,94 +308,92 @@ class RepairPolicy:
 def repair_feature_names() -> List[str]:
     """The RepairPolicy's feature names, in weight order (the indices of sparse features)."""
 
-class FrontierSynthesizer:
-    """Online task synthesis at the frontier of learnability (families of operator x bug count
-    x hint level, Thompson sampling on a score peaking at target_success, background synthesis
-    while rollouts run). Construction runs each repository's intake."""
+class _TaskSource(Protocol):
+    """What a trainer draws tasks from (any object with these methods will do)."""
 
-    def __init__(
-        self,
-        sandbox: Optional[Sandbox],
-        repos: Sequence[_Path],
-        *,
-        seed: int = 0,
-        operators: Optional[Sequence[str]] = None,
-        bug_counts: Sequence[int] = (1, 2),
-        hint_levels: Sequence[int] = (2,),
-        target_success: float = 0.5,
-        decay: float = 0.8,
-        exploration: float = 0.1,
-        buffer: int = 2,
-        buffered_families: int = 4,
-        max_uses: int = 4,
-        max_idle: int = 12,
-        max_wait_s: float = 600.0,
-        prior_strength: float = 2.0,
-        exclude: Optional[Iterable[Union[str, Task]]] = None,
-        synth_workers: int = 1,
-    ) -> None: ...
-    def propose(self, n: int) -> List[Task]: ...
+    def propose(self, n: int) -> List[_Task]: ...
     def feedback(self, outcomes: Iterable[Dict[str, Any]]) -> None:
         """Outcome dicts (task_id, resolved, ...) or episode records."""
     def metrics(self) -> Dict[str, Any]: ...
     def state(self) -> Dict[str, Any]: ...
     def load_state(self, state: Dict[str, Any]) -> None: ...
+
+@final
+class FrontierSynthesizer(_TaskSource):
+    """Online task synthesis at the frontier of learnability (families of operator x bug count
+    x hint level, Thompson sampling on a score peaking at target_success, background synthesis
+    while rollouts run). Construction runs each repository's intake."""
+
+    def __new__(
+        cls,
+        sandbox: Optional[Sandbox],
+        repos: Sequence[_Path],
+        *,
+        seed: int = 0,
+        operators: Optional[Sequence[str]] = None,
+        bug_counts: Optional[Sequence[int]] = None,  # default (1, 2)
+        hint_levels: Optional[Sequence[int]] = None,  # default (2,)
+        target_success: Optional[float] = None,  # default 0.5
+        decay: Optional[float] = None,  # default 0.8
+        exploration: Optional[float] = None,  # default 0.1
+        buffer: Optional[int] = None,  # default 2
+        buffered_families: Optional[int] = None,  # default 4
+        max_uses: Optional[int] = None,  # default 4
+        max_idle: Optional[int] = None,  # default 12
+        max_wait_s: Optional[float] = None,  # default 600.0
+        prior_strength: Optional[float] = None,  # default 2.0
+        exclude: Optional[Iterable[Union[str, _Task]]] = None,
+        synth_workers: int = 1,
+    ) -> FrontierSynthesizer: ...
     @property
     def families(self) -> List[Dict[str, Any]]: ...
 
-class StaticCurriculum:
+@final
+class StaticCurriculum(_TaskSource):
     """Uniform sampling from a fixed task set."""
 
-    def __init__(self, tasks: Sequence[Union[Task, str]], seed: int = 0) -> None: ...
-    def propose(self, n: int) -> List[Task]: ...
-    def feedback(self, outcomes: Iterable[Dict[str, Any]]) -> None: ...
-    def metrics(self) -> Dict[str, Any]: ...
-    def state(self) -> Dict[str, Any]: ...
-    def load_state(self, state: Dict[str, Any]) -> None: ...
+    def __new__(cls, tasks: Sequence[Union[_Task, str]], seed: int = 0) -> StaticCurriculum: ...
     @property
-    def tasks(self) -> List[Task]: ...
+    def tasks(self) -> List[_Task]: ...
     def __len__(self) -> int: ...
 
-class EasyToHard:
+@final
+class EasyToHard(_TaskSource):
     """A fixed task set opened from the easiest fraction to all of it over `iterations`."""
 
-    def __init__(
-        self,
-        tasks: Sequence[Union[Task, str]],
+    def __new__(
+        cls,
+        tasks: Sequence[Union[_Task, str]],
         iterations: int,
         start_fraction: float = 0.3,
         seed: int = 0,
-    ) -> None: ...
-    def propose(self, n: int) -> List[Task]: ...
-    def feedback(self, outcomes: Iterable[Dict[str, Any]]) -> None: ...
-    def metrics(self) -> Dict[str, Any]: ...
-    def state(self) -> Dict[str, Any]: ...
-    def load_state(self, state: Dict[str, Any]) -> None: ...
+    ) -> EasyToHard: ...
     def open_fraction(self, call: int) -> float: ...
 
+@final
 class GrpoTrainer:
     """The group-advantage trainer. policy: a RepairPolicy or any object with act(contexts)
     and learn(batch) (state()/load_state(state) optional). synthesizer: a
     FrontierSynthesizer, StaticCurriculum, EasyToHard, a list of tasks, or any object with
     propose(n) and feedback(outcomes) (metrics()/state()/load_state(state) optional)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         sandbox: Optional[Sandbox],
         policy: Any,
         synthesizer: Any,
         *,
-        tasks_per_iteration: int = 5,
-        group_size: int = 4,
+        tasks_per_iteration: Optional[int] = None,  # default 5
+        group_size: Optional[int] = None,  # default 4
         estimator: str = "grpo",
-        drop_zero_variance: bool = True,
-        workers: int = 0,
-        max_steps: int = 40,
+        drop_zero_variance: Optional[bool] = None,  # default True
+        workers: Optional[int] = None,  # default 0
+        max_steps: Optional[int] = None,  # default 40
         metrics_file: Optional[_Path] = None,
-    ) -> None: ...
+    ) -> GrpoTrainer: ...
     def iterate(self) -> Dict[str, Any]:
         """One iteration; returns {iteration, resolved_rate, rollouts, extra}."""
-    def evaluate(self, policy: Any, tasks: Sequence[Union[Task, str]]) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]: ...
+    def evaluate(self, policy: Any, tasks: Sequence[Union[_Task, str]]) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]: ...
     def save_checkpoint(self, path: _Path) -> None: ...
     def resume(self, path: _Path) -> None: ...
     @property
@@ -395,11 +425,12 @@ def train(
 
 # Local language models -----------------------------------------------------------------------
 
-Generation = Dict[str, Any]
+_Generation = Dict[str, Any]
 """{"token_ids": List[int], "logprobs": List[float], "text": str,
 "finish_reason": "eos" | "stop" | "length", "prompt_tokens": int}"""
-Message = Dict[str, str]
+_Message = Dict[str, str]
 
+@final
 class LocalModel:
     """A local decoder language model on ONNX Runtime with its tokenizer and chat template.
 
@@ -408,14 +439,14 @@ class LocalModel:
     release the GIL; calls from several threads run one at a time. Raises InferenceError when
     the model or ONNX Runtime cannot be loaded."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         model: Union[str, "PathLike[str]"],
         *,
         intra_threads: int = 0,
         runtime_library: Optional[_Path] = None,
         progress: Optional[Callable[[str], None]] = None,
-    ) -> None: ...
+    ) -> LocalModel: ...
     def generate(
         self,
         prompts: Sequence[Union[str, Sequence[int]]],
@@ -427,13 +458,13 @@ class LocalModel:
         seed: int = 0,
         stop: Optional[Union[str, Sequence[str]]] = None,
         stop_token_ids: Optional[Sequence[int]] = None,
-    ) -> List[Generation]:
+    ) -> List[_Generation]:
         """Continues each prompt (raw text or token ids), all rows in one batch; temperature 0
         is greedy; row r samples from a generator seeded by (seed, r)."""
     @overload
     def chat(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[_Message],
         *,
         max_new_tokens: int = 256,
         temperature: float = 1.0,
@@ -442,12 +473,12 @@ class LocalModel:
         seed: int = 0,
         stop: Optional[Union[str, Sequence[str]]] = None,
         stop_token_ids: Optional[Sequence[int]] = None,
-    ) -> Generation:
+    ) -> _Generation:
         """The reply to one conversation, rendered with the chat template."""
     @overload
     def chat(
         self,
-        messages: Sequence[Sequence[Message]],
+        messages: Sequence[Sequence[_Message]],
         *,
         max_new_tokens: int = 256,
         temperature: float = 1.0,
@@ -456,13 +487,13 @@ class LocalModel:
         seed: int = 0,
         stop: Optional[Union[str, Sequence[str]]] = None,
         stop_token_ids: Optional[Sequence[int]] = None,
-    ) -> List[Generation]:
+    ) -> List[_Generation]:
         """The replies to several conversations, in one batch."""
     def encode(self, text: str) -> List[int]: ...
     def decode(self, ids: Sequence[int], skip_special: bool = True) -> str: ...
-    def render_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> str: ...
+    def render_chat(self, messages: Sequence[_Message], add_generation_prompt: bool = True) -> str: ...
     @overload
-    def full_logits(self, ids: Sequence[int]) -> List[List[float]]:
+    def full_logits(self, ids: Sequence[int], *, as_bytes: Literal[False] = False) -> List[List[float]]:
         """Logits of every position (seq x vocab), computed without a cache."""
     @overload
     def full_logits(self, ids: Sequence[int], *, as_bytes: Literal[True]) -> Tuple[bytes, Tuple[int, int]]:
@@ -481,14 +512,15 @@ class LocalModel:
     @property
     def runtime_library(self) -> Optional[str]: ...
 
+@final
 class OnnxPolicy:
     """A local chat model acting through the environment's tool protocol; usable wherever a
     policy is taken (evaluate, GrpoTrainer.evaluate, an agent loop). It does not learn.
 
     generation: a dict of LocalModel.generate's options (default: greedy, 384 tokens)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         model: Union[str, "PathLike[str]"],
         *,
         generation: Optional[Dict[str, Any]] = None,
@@ -497,10 +529,10 @@ class OnnxPolicy:
         intra_threads: int = 0,
         runtime_library: Optional[_Path] = None,
         progress: Optional[Callable[[str], None]] = None,
-    ) -> None: ...
+    ) -> OnnxPolicy: ...
     def act(self, contexts: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """Per context a dict {"action" (the reply text), "logprobs", "token_ids", "decision"}."""
-    def messages(self, context: Dict[str, Any]) -> List[Message]: ...
+    def messages(self, context: Dict[str, Any]) -> List[_Message]: ...
     def prompt_ids(self, context: Dict[str, Any]) -> List[int]: ...
     @property
     def config(self) -> Dict[str, Any]: ...

@@ -1,0 +1,329 @@
+//! Error objects: `FrognanoErrorCode`, `FrognanoError`, the conversions from every library
+//! error, and the error accessors.
+
+use std::any::Any;
+use std::ffi::{CStr, CString, c_char};
+
+use frognano_env::EnvError;
+use frognano_policy::llm::InferenceError;
+use frognano_sandbox::SandboxError;
+use frognano_synth::{MutateError, SynthError};
+use frognano_train::TrainError;
+
+use crate::ffi::{c_string, guard_value};
+
+/// What kind of error a `FrognanoError` is.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrognanoErrorCode {
+    /// Not an error: what `frognano_error_code` returns for a `NULL` error.
+    Ok = 0,
+    /// A runtime asset (CPython image, pytest wheels) is missing, could not be fetched or
+    /// failed verification.
+    Asset = 1,
+    /// The repository directory is missing or unusable.
+    Repo = 2,
+    /// The repository's `frognano.toml` or metadata is malformed.
+    Config = 3,
+    /// An option or limit is invalid (unknown image name, timeout of 0, ...).
+    InvalidOption = 4,
+    /// A test requirement of the repository could not be provided as a pure-Python wheel.
+    Requirements = 5,
+    /// The WebAssembly runtime failed to compile, instantiate or snapshot the interpreter.
+    Runtime = 6,
+    /// The run was cancelled.
+    Cancelled = 7,
+    /// A host I/O operation failed.
+    Io = 8,
+    /// A required pointer argument was `NULL`.
+    NullPointer = 9,
+    /// A string argument was not valid UTF-8.
+    InvalidUtf8 = 10,
+    /// The library panicked (a bug in FrogNano); the message carries the panic's text.
+    Panic = 11,
+    /// A task record or task is malformed, or its bug patch does not apply to the repository.
+    Task = 12,
+    /// An environment was stepped (or its record read) without a running or finished episode.
+    Episode = 13,
+    /// Task synthesis cannot use the repository: its clean test suite cannot validate bugs (no
+    /// tests, none passing reliably, a suite that times out or crashes), or a mutation could
+    /// not be applied.
+    Synthesis = 14,
+    /// Training failed: no task could be proposed or rolled out (every family ran dry, an
+    /// empty task set, no held-out task to evaluate on), a checkpoint cannot be written or read
+    /// back, or a rollout or the learner failed during an iteration (the message says which).
+    Training = 15,
+    /// A local language model could not be loaded or run: the ONNX Runtime library was not
+    /// found or not loadable, a model folder is missing a file or unusable (an unknown registry
+    /// name included), the tokenizer or chat template failed, the model could not be fetched
+    /// or converted, or ONNX Runtime failed while running. (Invalid generation options and
+    /// prompts are `FROGNANO_ERROR_CODE_INVALID_OPTION`.)
+    Inference = 16,
+}
+
+/// An error: a code and a human-readable message.
+///
+/// Returned by every fallible function (`NULL` means success). Owned by the caller, who frees
+/// it with `frognano_error_free`. Immutable: it may be read from any thread.
+#[derive(Debug)]
+pub struct FrognanoError {
+    pub(crate) code: FrognanoErrorCode,
+    pub(crate) message: CString,
+}
+
+impl FrognanoError {
+    pub(crate) fn new(code: FrognanoErrorCode, message: impl AsRef<str>) -> Self {
+        FrognanoError {
+            code,
+            message: c_string(message.as_ref()),
+        }
+    }
+
+    pub(crate) fn null(what: &str) -> Self {
+        FrognanoError::new(
+            FrognanoErrorCode::NullPointer,
+            format!("{what} must not be NULL"),
+        )
+    }
+
+    pub(crate) fn from_panic(payload: &(dyn Any + Send)) -> Self {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("unknown panic payload");
+        FrognanoError::new(
+            FrognanoErrorCode::Panic,
+            format!("internal error (panic): {detail}"),
+        )
+    }
+
+    pub(crate) fn into_raw(self) -> *mut FrognanoError {
+        Box::into_raw(Box::new(self))
+    }
+}
+
+/// An error with `FROGNANO_ERROR_CODE_INVALID_OPTION`.
+pub(crate) fn invalid_option(message: impl AsRef<str>) -> FrognanoError {
+    FrognanoError::new(FrognanoErrorCode::InvalidOption, message)
+}
+
+impl From<SandboxError> for FrognanoError {
+    fn from(err: SandboxError) -> Self {
+        let code = match &err {
+            SandboxError::Asset { .. } => FrognanoErrorCode::Asset,
+            SandboxError::Repo { .. } => FrognanoErrorCode::Repo,
+            SandboxError::Config { .. } => FrognanoErrorCode::Config,
+            SandboxError::InvalidOption(_) => FrognanoErrorCode::InvalidOption,
+            SandboxError::Requirements { .. } => FrognanoErrorCode::Requirements,
+            SandboxError::Runtime(_) => FrognanoErrorCode::Runtime,
+            SandboxError::Cancelled => FrognanoErrorCode::Cancelled,
+            SandboxError::Io { .. } => FrognanoErrorCode::Io,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+impl From<SynthError> for FrognanoError {
+    fn from(err: SynthError) -> Self {
+        let code = match err {
+            SynthError::Repo(inner) => return FrognanoError::from(EnvError::from(inner)),
+            SynthError::Sandbox(inner) => return FrognanoError::from(inner),
+            SynthError::InvalidOption(_) | SynthError::Mutate(MutateError::UnknownOperator(_)) => {
+                FrognanoErrorCode::InvalidOption
+            }
+            SynthError::Intake { .. } | SynthError::Mutate(_) => FrognanoErrorCode::Synthesis,
+            SynthError::Cancelled => FrognanoErrorCode::Cancelled,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+impl From<EnvError> for FrognanoError {
+    fn from(err: EnvError) -> Self {
+        let code = match err {
+            EnvError::Sandbox(inner) => return FrognanoError::from(inner),
+            EnvError::TaskRecord { .. } | EnvError::Task { .. } | EnvError::Patch(_) => {
+                FrognanoErrorCode::Task
+            }
+            EnvError::Repo { .. } => FrognanoErrorCode::Repo,
+            EnvError::InvalidOption(_) => FrognanoErrorCode::InvalidOption,
+            EnvError::NoEpisode => FrognanoErrorCode::Episode,
+            EnvError::Io { .. } => FrognanoErrorCode::Io,
+            EnvError::Core(ref failed) if is_onnx_policy_failure(failed) => {
+                FrognanoErrorCode::Inference
+            }
+            EnvError::Core(_) => FrognanoErrorCode::Runtime,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+impl From<frognano_core::Error> for FrognanoError {
+    fn from(err: frognano_core::Error) -> Self {
+        let code = match &err {
+            frognano_core::Error::Invalid { .. } => FrognanoErrorCode::InvalidOption,
+            frognano_core::Error::Path { .. } => FrognanoErrorCode::Repo,
+            frognano_core::Error::Io(_) => FrognanoErrorCode::Io,
+            failed if is_onnx_policy_failure(failed) => FrognanoErrorCode::Inference,
+            frognano_core::Error::Json(_) | frognano_core::Error::Component { .. } => {
+                FrognanoErrorCode::Training
+            }
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+impl From<TrainError> for FrognanoError {
+    fn from(err: TrainError) -> Self {
+        let code = match err {
+            TrainError::Env(inner) => return FrognanoError::from(inner),
+            TrainError::Synth(inner) => return FrognanoError::from(inner),
+            TrainError::Core(inner) => return FrognanoError::from(inner),
+            TrainError::Config(_) => FrognanoErrorCode::InvalidOption,
+            TrainError::Checkpoint { .. } | TrainError::NoTasks(_) => FrognanoErrorCode::Training,
+            TrainError::Io { .. } => FrognanoErrorCode::Io,
+            TrainError::Cancelled => FrognanoErrorCode::Cancelled,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+impl From<InferenceError> for FrognanoError {
+    fn from(err: InferenceError) -> Self {
+        let code = match &err {
+            InferenceError::InvalidRequest(_) => FrognanoErrorCode::InvalidOption,
+            InferenceError::Io { .. } => FrognanoErrorCode::Io,
+            _ => FrognanoErrorCode::Inference,
+        };
+        FrognanoError::new(code, err.to_string())
+    }
+}
+
+/// Whether a rollout failed because a local model policy did (frognano-policy reports its
+/// errors as this component).
+fn is_onnx_policy_failure(err: &frognano_core::Error) -> bool {
+    matches!(
+        err,
+        frognano_core::Error::Component {
+            component: "onnx policy",
+            ..
+        }
+    )
+}
+
+/// Returns the code of an error, or `FROGNANO_ERROR_CODE_OK` when `error` is `NULL`.
+///
+/// Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `error` must be `NULL` or an error returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_error_code(error: *const FrognanoError) -> FrognanoErrorCode {
+    guard_value(FrognanoErrorCode::Panic, || {
+        // SAFETY: the caller passes NULL or an error returned by this library and not yet freed.
+        match unsafe { error.as_ref() } {
+            Some(error) => error.code,
+            None => FrognanoErrorCode::Ok,
+        }
+    })
+}
+
+/// Returns the message of an error (UTF-8, never `NULL`; `"no error"` when `error` is `NULL`).
+///
+/// The string is borrowed from `error` and stays valid until `frognano_error_free(error)`;
+/// do not free it. Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `error` must be `NULL` or an error returned by this library and not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_error_message(error: *const FrognanoError) -> *const c_char {
+    const NO_ERROR: &CStr = c"no error";
+    const PANIC: &CStr = c"internal error (panic) while reading an error message";
+    guard_value(PANIC.as_ptr(), || {
+        // SAFETY: the caller passes NULL or an error returned by this library and not yet freed.
+        match unsafe { error.as_ref() } {
+            Some(error) => error.message.as_ptr(),
+            None => NO_ERROR.as_ptr(),
+        }
+    })
+}
+
+/// Frees an error returned by this library. `NULL` is accepted and ignored.
+///
+/// Strings borrowed from the error become invalid. Each error must be freed exactly once.
+///
+/// # Safety
+///
+/// `error` must be `NULL` or an error returned by this library and not yet freed; it must not
+/// be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_error_free(error: *mut FrognanoError) {
+    guard_value((), || {
+        if !error.is_null() {
+            // SAFETY: a non-NULL `error` was created by `Box::into_raw` in this library and the
+            // caller hands back its ownership exactly once.
+            drop(unsafe { Box::from_raw(error) });
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn training_errors_map_to_their_codes() {
+        let config = FrognanoError::from(TrainError::Config("bad".into()));
+        assert_eq!(config.code, FrognanoErrorCode::InvalidOption);
+        let no_tasks = FrognanoError::from(TrainError::NoTasks("none".into()));
+        assert_eq!(no_tasks.code, FrognanoErrorCode::Training);
+        let checkpoint = FrognanoError::from(TrainError::Checkpoint {
+            path: "cp.json".into(),
+            reason: "gone".into(),
+        });
+        assert_eq!(checkpoint.code, FrognanoErrorCode::Training);
+        assert!(checkpoint.message.to_string_lossy().contains("cp.json"));
+        let cancelled = FrognanoError::from(TrainError::Cancelled);
+        assert_eq!(cancelled.code, FrognanoErrorCode::Cancelled);
+        let invalid = FrognanoError::from(frognano_core::Error::invalid("policy", "no"));
+        assert_eq!(invalid.code, FrognanoErrorCode::InvalidOption);
+        let failed = FrognanoError::from(frognano_core::Error::component(
+            "trainer",
+            frognano_core::ErrorKind::Training,
+            "learner failed".to_string(),
+        ));
+        assert_eq!(failed.code, FrognanoErrorCode::Training);
+    }
+
+    #[test]
+    fn inference_errors_map_to_their_codes() {
+        let invalid = FrognanoError::from(InferenceError::InvalidRequest("top_p".into()));
+        assert_eq!(invalid.code, FrognanoErrorCode::InvalidOption);
+        let runtime = FrognanoError::from(InferenceError::Runtime("not found".into()));
+        assert_eq!(runtime.code, FrognanoErrorCode::Inference);
+        let model = FrognanoError::from(InferenceError::Model {
+            path: "m".into(),
+            message: "model.onnx is missing".into(),
+        });
+        assert_eq!(model.code, FrognanoErrorCode::Inference);
+        assert!(
+            model
+                .message
+                .to_string_lossy()
+                .contains("model.onnx is missing")
+        );
+        let io = FrognanoError::from(InferenceError::Io {
+            context: "read m/config.json".into(),
+            source: std::io::Error::other("gone"),
+        });
+        assert_eq!(io.code, FrognanoErrorCode::Io);
+        let in_rollout = frognano_core::Error::from(InferenceError::Inference("failed".into()));
+        assert_eq!(
+            FrognanoError::from(EnvError::Core(in_rollout)).code,
+            FrognanoErrorCode::Inference
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! Evaluation: rolling a policy out over a task set (`frognano_evaluate`).
+
+use std::ffi::c_char;
+use std::sync::Arc;
+
+use frognano_env::{EnvConfig, EnvPool, EvalSummary};
+use frognano_policy::llm::{OnnxPolicy, OnnxPolicyConfig, assets};
+
+use crate::env::FrognanoTaskSet;
+use crate::error::{FrognanoError, FrognanoErrorCode};
+use crate::ffi::{guard, out_arg, str_arg, to_json, write_string};
+use crate::sandbox::FrognanoSandbox;
+
+/// Resolves a model argument (a folder, an `.onnx` file or a registry name) and loads an
+/// `OnnxPolicy` with the default settings on it: the policy of `"onnx:MODEL"`.
+fn onnx_policy(model: &str) -> Result<OnnxPolicy, FrognanoError> {
+    let dir = assets::resolve_model(model, &|_| {})?;
+    Ok(OnnxPolicy::load(&dir, OnnxPolicyConfig::default())?)
+}
+
+/// Rolls out a policy over every task of a set, `workers` episodes in parallel, and
+/// summarises the episodes.
+///
+/// `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
+/// `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), or `"onnx:MODEL"`: a
+/// local chat model (a model folder or registry name, as `frognano_model_load` takes) replying
+/// greedily with one command per turn, the episodes of a step generated as one batch.
+/// `workers` is the number of parallel environments (0 = the sandbox's worker count, by
+/// default the number of CPUs; never more than the tasks).
+///
+/// On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
+/// `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
+/// `resolved_rate`, `met_failure`, `recovered`, `recovery_rate`, `mean_steps`,
+/// `tool_errors`, `test_runs`, `truncated`, plus `steps_per_s` (environment steps per second
+/// of wall-clock time) and `failed_tasks` (tasks that could not be reset, e.g. a missing
+/// repository; they are skipped, not counted as episodes). On failure returns an owned error
+/// and leaves `*out_summary_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an
+/// unknown policy, `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be
+/// loaded). Thread safety: may be called from any thread, also on a sandbox and a
+/// task set other threads use at the same time.
+///
+/// # Safety
+///
+/// `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed; `tasks`
+/// must be `NULL` or a task set returned by this library and not yet freed; `policy` must be
+/// `NULL` or a NUL-terminated string; `out_summary_json` must be `NULL` or point to writable
+/// storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_evaluate(
+    sandbox: *const FrognanoSandbox,
+    tasks: *const FrognanoTaskSet,
+    policy: *const c_char,
+    workers: usize,
+    out_summary_json: *mut *mut c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live sandbox handle.
+        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        // SAFETY: the caller passes NULL or a live task-set handle.
+        let tasks = unsafe { tasks.as_ref() }.ok_or_else(|| FrognanoError::null("tasks"))?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let policy = unsafe { str_arg(policy, "policy") }?;
+        out_arg(out_summary_json, "out_summary_json")?;
+        let tasks = &tasks.tasks;
+        let mut policy: Box<dyn frognano_core::Policy> = match policy.strip_prefix("onnx:") {
+            Some(model) => Box::new(onnx_policy(model)?),
+            None => frognano_policy::policy_from_spec(policy, tasks, &|_| {})
+                .map_err(|e| FrognanoError::new(FrognanoErrorCode::InvalidOption, e.to_string()))?,
+        };
+        let mut pool = EnvPool::for_tasks(
+            Arc::clone(&sandbox.inner),
+            tasks.len(),
+            workers,
+            EnvConfig::default(),
+        )?;
+        let mut records = Vec::new();
+        let mut failed_tasks = 0usize;
+        let stats = pool.rollout(
+            policy.as_mut(),
+            tasks,
+            |record| records.push(record),
+            |_, _| failed_tasks += 1,
+        )?;
+        let summary = EvalSummary::of(&records);
+        let mut value = serde_json::to_value(&summary).map_err(|e| {
+            FrognanoError::new(
+                FrognanoErrorCode::Io,
+                format!("serialise the summary as JSON: {e}"),
+            )
+        })?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("steps_per_s".into(), stats.steps_per_s().into());
+            object.insert("failed_tasks".into(), failed_tasks.into());
+        }
+        let json = to_json(&value, "summary")?;
+        // SAFETY: `out_summary_json` is non-NULL (checked above) and the caller guarantees it
+        // is writable.
+        unsafe { write_string(out_summary_json, &json) };
+        Ok(())
+    })
+}

@@ -1,0 +1,151 @@
+//! [`Difficulty`]: the knobs a synthesized task was made with, as recorded in its
+//! `metadata.difficulty`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Task;
+
+/// The difficulty knobs of a synthesized task: which mutation operators made its bugs, how many
+/// there are and how much they change, how much the problem statement gives away, and how many
+/// tests grade it.
+///
+/// Task synthesis writes it into `metadata.difficulty` ([`Task::set_difficulty`]); curricula
+/// and the frontier read it back ([`Task::difficulty`]). The fields serialise in the order
+/// task files have always held them, so re-written task files stay byte-identical.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Difficulty {
+    /// The mutation operator of each bug, in edit order (repeated when one operator made
+    /// several bugs).
+    pub operators: Vec<String>,
+    /// Bugs in the task.
+    pub bug_count: usize,
+    /// Hint level of the problem statement (0 module only, 1 + failing test names,
+    /// 2 + assertion messages, 3 + function and tracebacks).
+    #[serde(default = "default_hint_level")]
+    pub hint_level: u8,
+    /// Files the bug patch changes.
+    #[serde(default)]
+    pub files_changed: usize,
+    /// Lines changed: the larger of lines added and lines removed.
+    #[serde(default)]
+    pub lines_changed: usize,
+    /// Lines the bug patch adds.
+    #[serde(default)]
+    pub lines_added: usize,
+    /// Lines the bug patch removes.
+    #[serde(default)]
+    pub lines_removed: usize,
+    /// Number of FAIL_TO_PASS tests.
+    #[serde(default)]
+    pub fail_to_pass: usize,
+    /// Number of PASS_TO_PASS tests.
+    #[serde(default)]
+    pub pass_to_pass: usize,
+    /// Where each bug lies (`function`, `class`, `module`, ...), in edit order.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+fn default_hint_level() -> u8 {
+    Difficulty::DEFAULT_HINT_LEVEL
+}
+
+impl Difficulty {
+    /// The hint level problem statements get unless one is chosen (assertion messages, no
+    /// tracebacks), and the one assumed for a task that records none.
+    pub const DEFAULT_HINT_LEVEL: u8 = 2;
+
+    /// The highest hint level.
+    pub const MAX_HINT_LEVEL: u8 = 3;
+
+    /// The family of operators: the distinct operators, sorted and `+`-joined.
+    pub fn operator_family(&self) -> String {
+        let mut unique: Vec<&str> = self.operators.iter().map(String::as_str).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        unique.join("+")
+    }
+}
+
+impl Task {
+    /// The difficulty knobs in `metadata.difficulty`; `None` when the task records none (a
+    /// hand-made task) or they lack the operators or the bug count.
+    pub fn difficulty(&self) -> Option<Difficulty> {
+        Difficulty::deserialize(self.metadata.get("difficulty")?).ok()
+    }
+
+    /// Records the difficulty knobs in `metadata.difficulty`.
+    pub fn set_difficulty(&mut self, difficulty: &Difficulty) {
+        // A struct of strings and integers always serialises.
+        if let Ok(value) = serde_json::to_value(difficulty) {
+            self.metadata.insert("difficulty".into(), value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> Task {
+        serde_json::from_value(serde_json::json!({
+            "id": "t",
+            "repo": {"kind": "path", "path": "/nonexistent"},
+            "bug_patch": "",
+            "problem_statement": "x",
+            "fail_to_pass": ["t::a"],
+        }))
+        .expect("task")
+    }
+
+    #[test]
+    fn written_as_task_files_hold_it() {
+        let difficulty = Difficulty {
+            operators: vec!["flip_comparison".into(), "off_by_one".into()],
+            bug_count: 2,
+            hint_level: 1,
+            files_changed: 1,
+            lines_changed: 2,
+            lines_added: 2,
+            lines_removed: 2,
+            fail_to_pass: 3,
+            pass_to_pass: 7,
+            scopes: vec!["function".into(), "function".into()],
+        };
+        let mut t = task();
+        t.set_difficulty(&difficulty);
+        // The literal synthesis wrote before the type existed, key for key and in this order.
+        let legacy = serde_json::json!({
+            "operators": ["flip_comparison", "off_by_one"],
+            "bug_count": 2,
+            "hint_level": 1,
+            "files_changed": 1,
+            "lines_changed": 2,
+            "lines_added": 2,
+            "lines_removed": 2,
+            "fail_to_pass": 3,
+            "pass_to_pass": 7,
+            "scopes": ["function", "function"],
+        });
+        let written = serde_json::to_string(&t.metadata["difficulty"]).expect("json");
+        assert_eq!(written, serde_json::to_string(&legacy).expect("json"));
+        assert_eq!(t.difficulty(), Some(difficulty.clone()));
+        assert_eq!(difficulty.operator_family(), "flip_comparison+off_by_one");
+    }
+
+    #[test]
+    fn partial_records_take_defaults_and_hand_made_tasks_have_none() {
+        let mut t = task();
+        assert_eq!(t.difficulty(), None);
+        t.metadata.insert(
+            "difficulty".into(),
+            serde_json::json!({"operators": ["op_swap"], "bug_count": 1, "extra": true}),
+        );
+        let d = t.difficulty().expect("difficulty");
+        assert_eq!(d.hint_level, Difficulty::DEFAULT_HINT_LEVEL);
+        assert_eq!(d.lines_changed, 0);
+        t.metadata
+            .insert("difficulty".into(), serde_json::json!({"hint_level": 1}));
+        assert_eq!(t.difficulty(), None);
+    }
+}

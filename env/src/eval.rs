@@ -1,0 +1,119 @@
+//! [`evaluate`]: a policy over a task set, summarised in the one [`EvalReport`] that the CLI,
+//! Python and C all return.
+
+use frognano_core::{Policy, Task};
+use serde::{Deserialize, Serialize};
+
+use crate::env::EpisodeRecord;
+use crate::pool::{EnvPool, EvalSummary, RolloutEnv};
+use crate::{EnvError, Result};
+
+/// A task that could not be run (its reset failed, e.g. a missing repository): skipped, not
+/// counted as an episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedTask {
+    /// The task's id.
+    pub task_id: String,
+    /// Why it could not be reset.
+    pub error: String,
+}
+
+/// The result of an evaluation: the episode metrics and how the run went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalReport {
+    /// Metrics over the episodes that ran.
+    #[serde(flatten)]
+    pub summary: EvalSummary,
+    /// Environment steps per second of wall-clock time.
+    pub steps_per_s: f64,
+    /// Wall-clock seconds of the whole evaluation.
+    pub wall_s: f64,
+    /// Mean time of a reset, in milliseconds.
+    pub mean_reset_ms: f64,
+    /// Environments stepped in parallel.
+    pub workers: usize,
+    /// Tasks whose reset failed, in the order they failed.
+    pub failed_tasks: Vec<FailedTask>,
+}
+
+impl EvalReport {
+    /// True when every task ran (none failed to reset).
+    pub fn all_ran(&self) -> bool {
+        self.failed_tasks.is_empty()
+    }
+}
+
+/// Runs `policy` on every task through `pool` (one episode per task) and summarises the
+/// episodes. `on_record` sees each episode record as it ends (to stream it to a file or a
+/// progress bar); `on_failure` each task that could not be reset. Returns the report and the
+/// records in the order the episodes ended.
+///
+/// An empty task set is an error ([`EnvError::InvalidOption`]); so is a policy failure.
+pub fn evaluate<E: RolloutEnv>(
+    pool: &mut EnvPool<E>,
+    policy: &mut dyn Policy,
+    tasks: &[Task],
+    mut on_record: impl FnMut(&EpisodeRecord),
+    mut on_failure: impl FnMut(&FailedTask),
+) -> Result<(EvalReport, Vec<EpisodeRecord>)> {
+    if tasks.is_empty() {
+        return Err(EnvError::InvalidOption("no tasks to evaluate".into()));
+    }
+    let mut records: Vec<EpisodeRecord> = Vec::new();
+    let mut failed_tasks = Vec::new();
+    let stats = pool.rollout(
+        policy,
+        tasks,
+        |record| {
+            on_record(&record);
+            records.push(record);
+        },
+        |task, err| {
+            let failed = FailedTask {
+                task_id: task.id.clone(),
+                error: err.to_string(),
+            };
+            on_failure(&failed);
+            failed_tasks.push(failed);
+        },
+    )?;
+    let mean_reset_ms = if records.is_empty() {
+        0.0
+    } else {
+        records.iter().map(|r| r.reset_ms).sum::<f64>() / records.len() as f64
+    };
+    let report = EvalReport {
+        summary: EvalSummary::of(&records),
+        steps_per_s: stats.steps_per_s(),
+        wall_s: stats.wall_s,
+        mean_reset_ms,
+        workers: pool.len(),
+        failed_tasks,
+    };
+    Ok((report, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_serialises_flat() {
+        let report = EvalReport {
+            workers: 2,
+            failed_tasks: vec![FailedTask {
+                task_id: "t1".into(),
+                error: "missing repository".into(),
+            }],
+            ..EvalReport::default()
+        };
+        let value = serde_json::to_value(&report).unwrap_or_default();
+        assert_eq!(value["episodes"], 0);
+        assert_eq!(value["resolved_rate"], 0.0);
+        assert_eq!(value["failed_tasks"][0]["task_id"], "t1");
+        assert_eq!(value["workers"], 2);
+        let back: EvalReport = serde_json::from_value(value).unwrap_or_default();
+        assert_eq!(back, report);
+        assert!(!back.all_ran());
+    }
+}

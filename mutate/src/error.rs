@@ -1,0 +1,28 @@
+//! The errors of this crate.
+
+use frognano_core::ErrorKind;
+
+use crate::registry::known_operator_names;
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum MutateError {
+    /// An operator name that [`operators`] does not list.
+    #[error("unknown mutation operator `{0}` (known: {known})", known = known_operator_names())]
+    UnknownOperator(String),
+    /// The source does not parse cleanly with tree-sitter-python.
+    #[error("the source does not parse as Python")]
+    Parse,
+    /// An edit is out of range, not on a character boundary, or overlaps another.
+    #[error("invalid edit: {0}")]
+    InvalidEdit(String),
+}
+
+impl MutateError {
+    /// What sort of failure this is: always [`ErrorKind::Synthesis`] (an unknown operator
+    /// name, a source that does not parse and an invalid edit all stop the synthesis of a
+    /// task).
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Synthesis
+    }
+}

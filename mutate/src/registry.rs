@@ -1,0 +1,166 @@
+//! The operator registry: one declarative table lists every mutation operator once (enum
+//! variant, stable name, origin, description) and generates the [`Operator`] enum, the
+//! operator count, the [`OperatorInfo`] array behind [`operators`] and the mapping between
+//! names and operators. Adding an operator means adding one row to the table (and its
+//! `visit_*` code under [`crate::operators`]).
+
+use serde::Serialize;
+
+/// Static info about an operator.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct OperatorInfo {
+    /// Stable operator name, as used in [`crate::Mutation::operator`] and
+    /// [`crate::find_mutations`].
+    pub name: &'static str,
+    /// One-line description of what the operator does.
+    pub description: &'static str,
+    /// Where the operator comes from: `"swe-smith"` for the SWE-smith procedural operators,
+    /// `"extra"` for the others (the field keeps its published name, `family`).
+    pub family: &'static str,
+}
+
+/// Where an operator comes from (the [`OperatorInfo::family`] it is listed with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// One of SWE-smith's procedural operators.
+    SweSmith,
+    /// A realistic developer-bug operator that SWE-smith does not have.
+    Extra,
+}
+
+impl Origin {
+    /// The name [`OperatorInfo::family`] shows.
+    const fn label(self) -> &'static str {
+        match self {
+            Origin::SweSmith => "swe-smith",
+            Origin::Extra => "extra",
+        }
+    }
+}
+
+/// Generates the registry from one row per operator:
+/// `Variant => "stable_name", Origin, "description";`.
+macro_rules! operator_registry {
+    ($($variant:ident => $name:literal, $origin:ident, $description:literal;)+) => {
+        /// A mutation operator; the discriminant indexes the table behind [`operators`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub(crate) enum Operator {
+            $(
+                #[doc = $description]
+                $variant,
+            )+
+        }
+
+        /// The number of operators.
+        pub(crate) const OPERATOR_COUNT: usize = [$(Operator::$variant),+].len();
+
+        impl Operator {
+            /// Every operator, in the stable order of [`operators`].
+            pub(crate) const ALL: [Operator; OPERATOR_COUNT] = [$(Operator::$variant),+];
+
+            /// The stable name of the operator.
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(Operator::$variant => $name,)+
+                }
+            }
+
+            /// The operator of a stable name, if there is one.
+            pub(crate) fn from_name(name: &str) -> Option<Operator> {
+                match name {
+                    $($name => Some(Operator::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        /// Every operator, in the stable order of [`Operator`].
+        static OPERATORS: [OperatorInfo; OPERATOR_COUNT] = [
+            $(
+                OperatorInfo {
+                    name: $name,
+                    description: $description,
+                    family: Origin::$origin.label(),
+                },
+            )+
+        ];
+    };
+}
+
+operator_registry! {
+    ClassRmBase => "class_rm_base", SweSmith, "Remove one base class from a class's superclass list";
+    ClassRmFuncs => "class_rm_funcs", SweSmith, "Delete one method (with its decorators) from a class";
+    ClassShuffleFuncs => "class_shuffle_funcs", SweSmith, "Swap two adjacent methods of a class";
+    CtrlInvertIf => "ctrl_invert_if", SweSmith, "Swap the bodies of an if/else";
+    CtrlShuffle => "ctrl_shuffle", SweSmith, "Swap two adjacent statements of a block inside a function body";
+    RemoveAssign => "remove_assign", SweSmith, "Delete an assignment or augmented assignment statement";
+    RemoveCond => "remove_cond", SweSmith, "Delete an if statement";
+    RemoveLoop => "remove_loop", SweSmith, "Delete a for or while loop";
+    RemoveWrapper => "remove_wrapper", SweSmith, "Replace a with or try statement by its (dedented) body";
+    OpBreakChains => "op_break_chains", SweSmith, "Drop a middle operand of an operator chain (`a + b + c` -> `a + c`)";
+    OpChangeConst => "op_change_const", SweSmith, "Change an integer literal by +1 or -1";
+    OpChange => "op_change", SweSmith, "Replace a binary or augmented-assignment operator within its family";
+    OpSwap => "op_swap", SweSmith, "Swap the operands of a binary operator or comparison";
+    FlipOperators => "flip_operators", SweSmith, "Flip a comparison or boolean operator (`==`/`!=`, `<`/`>`, `in`/`not in`, `and`/`or`, ...)";
+    OffByOneRange => "off_by_one_range", Extra, "Move the stop argument of a `range(...)` call by one";
+    OffByOneSlice => "off_by_one_slice", Extra, "Move a slice bound or an integer index by one";
+    WrongDefaultArg => "wrong_default_arg", Extra, "Change a parameter's default value";
+    SwapCallArgs => "swap_call_args", Extra, "Swap two adjacent positional arguments of a call";
+    WrongReturnValue => "wrong_return_value", Extra, "Return a wrong value (`None`, the flipped boolean, or without `not`)";
+    DropNot => "drop_not", Extra, "Drop a `not` (`not x` -> `x`)";
+    WrongExceptionType => "wrong_exception_type", Extra, "Raise or catch a different builtin exception class";
+    BoundaryCondition => "boundary_condition", Extra, "Move a comparison boundary (`<` <-> `<=`, `>` <-> `>=`)";
+}
+
+/// Every operator, in a stable order.
+pub fn operators() -> &'static [OperatorInfo] {
+    &OPERATORS
+}
+
+/// The names of every operator, comma-separated (for error messages).
+pub(crate) fn known_operator_names() -> String {
+    Operator::ALL
+        .iter()
+        .map(|o| o.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn operator_table_is_consistent() {
+        assert_eq!(operators().len(), OPERATOR_COUNT);
+        for (i, op) in Operator::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i);
+            assert_eq!(op.name(), operators()[i].name);
+            assert_eq!(Operator::from_name(op.name()), Some(*op));
+        }
+        assert_eq!(Operator::from_name("no_such_op"), None);
+        let names: HashSet<_> = operators().iter().map(|o| o.name).collect();
+        assert_eq!(names.len(), OPERATOR_COUNT);
+        for o in operators() {
+            assert!(matches!(o.family, "swe-smith" | "extra"), "{}", o.name);
+            assert!(!o.description.is_empty());
+        }
+    }
+
+    #[test]
+    fn operator_info_serialises_with_the_published_keys() {
+        let json = serde_json::to_value(operators()[0]).expect("serialise");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "name": "class_rm_base",
+                "description": "Remove one base class from a class's superclass list",
+                "family": "swe-smith",
+            })
+        );
+        let last = serde_json::to_value(operators()[OPERATOR_COUNT - 1]).expect("serialise");
+        assert_eq!(last["family"], "extra");
+    }
+}

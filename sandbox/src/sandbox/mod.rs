@@ -1,0 +1,171 @@
+//! The sandbox: a compiled (and, where the image allows, pre-initialised) CPython for WASI,
+//! instantiated fresh for every run with only its workspace and read-only layers visible.
+//!
+//! [`Sandbox::new`] builds the engine and the instance template (`engine`, `snapshot`);
+//! `options` holds what a caller chooses; `guest` is one guest run (mounts, WASI context,
+//! memory, time, disk and output limits, cancellation); `python` runs plain Python source,
+//! `prepare` readies a repository (requirements layer, bytecode cache), `pytest` runs its
+//! test suite, `batch` many suites at once, and `report` turns a run into a test report.
+
+mod batch;
+mod engine;
+mod guest;
+mod options;
+mod prepare;
+mod pytest;
+mod python;
+mod report;
+mod snapshot;
+
+use std::fs;
+use std::path::PathBuf;
+
+use wasmtime::{Engine, InstancePre};
+
+pub use guest::GuestRun;
+pub use options::{CancelFlag, SandboxOptions, TestRequest, grading_args};
+pub use prepare::PreparedRepo;
+
+use crate::assets::Progress;
+use crate::error::{Result, SandboxError};
+use crate::image::{self, ImageFiles, ImageKind};
+use crate::layers;
+use engine::{
+    engine_config, engine_key, load_or_compile, make_linker, start_epoch_ticker, wasmtime_version,
+};
+use guest::{LayerAccess, RunState};
+use snapshot::load_or_build_snapshot;
+
+/// Guest path of the stdlib directory (images that ship a stdlib zip).
+const GUEST_STDLIB: &str = "/usr/local/lib";
+/// Guest path of the read-only pytest layer.
+pub const GUEST_PYTEST: &str = "/frognano/pytest";
+/// Guest path of the read-only layer of the repository's requirements.
+pub const GUEST_DEPS: &str = "/frognano/deps";
+/// Guest path of the per-run scratch directory (results, `tmp_path`, `os.devnull`).
+pub const GUEST_TMP: &str = "/tmp";
+/// Guest path of the workspace (the run's copy of the repository).
+pub const GUEST_WORK: &str = "/work";
+const RESULTS_FILE: &str = ".frognano-results.jsonl";
+const DEVNULL_FILE: &str = ".devnull";
+
+/// A ready-to-run sandbox. Cheap to share (`Arc`) and safe to use from many threads.
+pub struct Sandbox {
+    engine: Engine,
+    image: ImageFiles,
+    pytest_layer: PathBuf,
+    empty_layer: tempfile::TempDir,
+    pre: InstancePre<RunState>,
+    snapshot: bool,
+    runtime: tokio::runtime::Runtime,
+    workers: usize,
+    disk_limit: u64,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("image", &self.image.kind)
+            .field("snapshot", &self.snapshot)
+            .field("workers", &self.workers)
+            .finish()
+    }
+}
+
+impl Sandbox {
+    /// Prepares every asset (fetching, verifying, compiling and snapshotting as needed; each
+    /// step is cached) and returns a sandbox ready to run.
+    pub fn new(options: SandboxOptions, progress: Progress<'_>) -> Result<Self> {
+        if options.disk_mb == 0 {
+            return Err(SandboxError::InvalidOption(
+                "disk_mb must be at least 1".into(),
+            ));
+        }
+        if options.workers == 0 {
+            return Err(SandboxError::InvalidOption(
+                "workers must be at least 1".into(),
+            ));
+        }
+        let image = image::prepare_image(options.image, progress)?;
+        let pytest_layer = layers::prepare_pytest_layer(progress)?;
+        let engine = Engine::new(&engine_config()).map_err(SandboxError::runtime)?;
+        start_epoch_ticker(&engine);
+        let linker = make_linker(&engine)?;
+        let snapshot = options.snapshot && options.image.supports_snapshot();
+        let empty_layer = tempfile::Builder::new()
+            .prefix("frognano-empty-")
+            .tempdir()
+            .map_err(SandboxError::io("create empty layer"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(options.workers)
+            .thread_name("frognano-sandbox")
+            .enable_time()
+            .build()
+            .map_err(SandboxError::io("start runtime"))?;
+        let module = if snapshot {
+            load_or_build_snapshot(
+                &engine,
+                &linker,
+                &runtime,
+                &image,
+                &pytest_layer,
+                empty_layer.path(),
+                progress,
+            )?
+        } else {
+            let key = format!(
+                "{}-{}-{}-{}",
+                image.kind,
+                image.module_sha256,
+                wasmtime_version(),
+                engine_key(&engine)
+            );
+            load_or_compile(
+                &engine,
+                &format!("{}-module", image.kind),
+                &key,
+                progress,
+                &format!("compiling {}", image.kind),
+                || fs::read(&image.module).map_err(SandboxError::io("read image")),
+            )?
+        };
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(SandboxError::runtime)?;
+        let sandbox = Sandbox {
+            engine,
+            image,
+            pytest_layer,
+            empty_layer,
+            pre,
+            snapshot,
+            runtime,
+            workers: options.workers,
+            disk_limit: options.disk_mb.saturating_mul(1 << 20),
+        };
+        if !sandbox.snapshot {
+            sandbox.compile_layer_bytecode(LayerAccess::PytestWritable, progress)?;
+        }
+        Ok(sandbox)
+    }
+
+    /// The image this sandbox runs.
+    pub fn image(&self) -> ImageKind {
+        self.image.kind
+    }
+
+    /// Whether runs start from a pre-initialised interpreter snapshot.
+    pub fn uses_snapshot(&self) -> bool {
+        self.snapshot
+    }
+
+    /// The number of sandboxes [`Sandbox::run_tests_many`] runs at once.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+}
+
+fn python_string_literal(text: &str) -> String {
+    // JSON string syntax is valid Python string syntax for these contents.
+    serde_json::Value::String(text.to_string()).to_string()
+}

@@ -1,0 +1,180 @@
+//! Test runs: a repository's pytest suite on a fresh copy of it or in a given workspace.
+
+use std::fs;
+use std::path::Path;
+
+use frognano_core::TestReport;
+
+use super::guest::{Mounts, Program};
+use super::report::{build_report, read_results};
+use super::{
+    DEVNULL_FILE, GUEST_DEPS, GUEST_TMP, GUEST_WORK, PreparedRepo, RESULTS_FILE, Sandbox,
+    TestRequest, python_string_literal,
+};
+use crate::error::{Result, SandboxError};
+use crate::{bytecode, layers, workspace};
+
+const RUN_PYTEST: &str = include_str!("../guest/run_pytest.py");
+
+impl Sandbox {
+    /// Runs a repository's test suite on a fresh copy of it. The user's directory is not
+    /// modified.
+    pub fn run_tests(&self, repo: &Path, request: &TestRequest) -> Result<TestReport> {
+        let prepared = self.prepare_repo(repo, &|_| {})?;
+        self.run_tests_prepared(&prepared, request)
+    }
+
+    /// Runs a prepared repository's test suite on a fresh copy of it (see
+    /// [`Sandbox::prepare_repo`]); the user's directory is not modified.
+    pub fn run_tests_prepared(
+        &self,
+        prepared: &PreparedRepo,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
+        self.runtime.block_on(self.run_prepared(prepared, request))
+    }
+
+    /// Runs the tests of an existing workspace in place (for environments that manage their
+    /// own copy). The workspace is modified by the guest exactly as a test run would.
+    pub fn run_tests_in_workspace(
+        &self,
+        prepared: &PreparedRepo,
+        workspace: &Path,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
+        self.runtime
+            .block_on(self.run_in_workspace(prepared, workspace, request))
+    }
+
+    pub(super) async fn run_prepared(
+        &self,
+        prepared: &PreparedRepo,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
+        let work = tempfile::Builder::new()
+            .prefix("frognano-work-")
+            .tempdir()
+            .map_err(SandboxError::io("create workspace"))?;
+        workspace::copy_repo(&prepared.config.root, work.path())?;
+        self.run_in_workspace(prepared, work.path(), request).await
+    }
+
+    async fn run_in_workspace(
+        &self,
+        prepared: &PreparedRepo,
+        work: &Path,
+        request: &TestRequest,
+    ) -> Result<TestReport> {
+        let config = &prepared.config;
+        let limits = request.limits.unwrap_or_else(|| config.limits());
+        limits
+            .validate()
+            .map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
+        if let Some(cache) = &prepared.bytecode {
+            // Best effort: without it the guest compiles the modules itself.
+            let _ = bytecode::overlay(cache, work);
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("frognano-tmp-")
+            .tempdir()
+            .map_err(SandboxError::io("create tmp"))?;
+        fs::write(tmp.path().join(DEVNULL_FILE), b"")
+            .map_err(SandboxError::io("create devnull"))?;
+        let mut sys_path: Vec<String> = config
+            .import_roots
+            .iter()
+            .map(|r| {
+                if r == "." {
+                    GUEST_WORK.to_string()
+                } else {
+                    format!("{GUEST_WORK}/{r}")
+                }
+            })
+            .collect();
+        if prepared.deps_layer.is_some() {
+            sys_path.push(GUEST_DEPS.to_string());
+        }
+        if let Some((name, version)) = &config.distribution {
+            // Tests often ask importlib.metadata for the project's own version.
+            let site = tmp.path().join(".frognano-site");
+            let info = site.join(format!("{}-{}.dist-info", name.replace('-', "_"), version));
+            fs::create_dir_all(&info).map_err(SandboxError::io("create dist-info"))?;
+            fs::write(
+                info.join("METADATA"),
+                format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"),
+            )
+            .map_err(SandboxError::io("write dist-info"))?;
+            sys_path.push(format!("{GUEST_TMP}/.frognano-site"));
+        }
+        let mut args = base_pytest_args();
+        args.extend(config.test.args.iter().cloned());
+        for ignore in &config.test.ignore {
+            args.push(format!("--ignore={ignore}"));
+        }
+        for deselect in &config.test.deselect {
+            args.push(format!("--deselect={deselect}"));
+        }
+        args.extend(request.pytest_args.iter().cloned());
+        let mut env = serde_json::json!({"HOME": GUEST_TMP, "TMPDIR": GUEST_TMP, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"});
+        if prepared.deps_layer.is_none() {
+            // Only a requirements layer can hold pytest plugins that register through entry
+            // points; without one, skip the scan of every distribution on the path (tens of ms).
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1".into();
+        }
+        let run_config = serde_json::json!({
+            "sys_path": sys_path,
+            "env": env,
+            "cwd": GUEST_WORK,
+            "devnull": format!("{GUEST_TMP}/{DEVNULL_FILE}"),
+            "args": args,
+            "plugin": layers::PLUGIN_MODULE,
+            "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
+            "coverage": request.coverage.then_some(GUEST_WORK),
+        });
+        let source = RUN_PYTEST.replace(
+            "__FROGNANO_CONFIG__",
+            &python_string_literal(&run_config.to_string()),
+        );
+        let mounts = Mounts {
+            pytest: &self.pytest_layer,
+            pytest_writable: false,
+            deps: prepared
+                .deps_layer
+                .as_deref()
+                .unwrap_or(self.empty_layer.path()),
+            deps_writable: false,
+            tmp: tmp.path(),
+            work,
+        };
+        let program = if self.snapshot {
+            Program::Turn(&source)
+        } else {
+            let mut argv = vec!["python".to_string(), "-c".to_string(), source.clone()];
+            argv.extend(args.iter().cloned());
+            Program::Command(argv)
+        };
+        let run = self
+            .run_guest(&mounts, &program, &limits, request.cancel.as_ref())
+            .await?;
+        let (records, exit_code, coverage) = read_results(tmp.path())?;
+        let mut report = build_report(records, exit_code, run);
+        report.coverage = coverage;
+        Ok(report)
+    }
+}
+
+/// pytest options every guest session needs: no cache or faulthandler plugins (no `os.dup`,
+/// nothing to keep between runs), `sys`-level capture, and log and temp paths in `/tmp`.
+pub(super) fn base_pytest_args() -> Vec<String> {
+    vec![
+        "-p".into(),
+        "no:cacheprovider".into(),
+        "-p".into(),
+        "no:faulthandler".into(),
+        "--capture=sys".into(),
+        "--color=no".into(),
+        "-o".into(),
+        format!("log_file={GUEST_TMP}/.pytest.log"),
+        format!("--basetemp={GUEST_TMP}/pytest"),
+    ]
+}

@@ -1,0 +1,198 @@
+//! The memory snapshot: an interpreter that has already imported pytest and run a warm-up
+//! session, taken once with wizer and cached as a compiled module.
+
+use std::fs;
+use std::path::Path;
+
+use wasmtime::{Engine, Linker, Module, Store};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+
+use super::engine::{engine_key, load_or_compile, wasmtime_version};
+use super::guest::{MemoryCap, Mounts, Program, RunState, build_wasi, turn};
+use super::pytest::base_pytest_args;
+use super::report::read_results;
+use super::{
+    DEVNULL_FILE, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, RESULTS_FILE, python_string_literal,
+};
+use crate::assets::{self, Progress};
+use crate::error::{Result, SandboxError};
+use crate::image::ImageFiles;
+use crate::layers;
+
+const SNAPSHOT_INIT: &str = include_str!("../guest/snapshot_init.py");
+/// Modules a test suite commonly imports lazily; importing them before the snapshot saves
+/// every run the cost.
+const PRELOAD_MODULES: &[&str] = &[
+    "unittest",
+    "unittest.mock",
+    "doctest",
+    "dataclasses",
+    "decimal",
+    "fractions",
+    "datetime",
+    "collections",
+    "itertools",
+    "functools",
+    "re",
+    "json",
+    "string",
+    "textwrap",
+    "typing",
+    "enum",
+    "copy",
+    "math",
+    "operator",
+    "heapq",
+    "bisect",
+    "pathlib",
+    "tempfile",
+    "logging",
+];
+
+pub(super) fn load_or_build_snapshot(
+    engine: &Engine,
+    linker: &Linker<RunState>,
+    runtime: &tokio::runtime::Runtime,
+    image: &ImageFiles,
+    pytest_layer: &Path,
+    empty: &Path,
+    progress: Progress<'_>,
+) -> Result<Module> {
+    let layer_name = pytest_layer
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let key = format!(
+        "{}-{}-{}-{}-{}",
+        image.module_sha256,
+        layer_name,
+        assets::sha256_bytes(format!("{SNAPSHOT_INIT}{PRELOAD_MODULES:?}").as_bytes()),
+        wasmtime_version(),
+        engine_key(engine)
+    );
+    let prefix = format!("{}-snapshot", image.kind);
+    load_or_compile(
+        engine,
+        &prefix,
+        &key,
+        progress,
+        "compiling the pytest snapshot",
+        || {
+            runtime.block_on(build_snapshot(
+                engine,
+                linker,
+                image,
+                pytest_layer,
+                empty,
+                progress,
+            ))
+        },
+    )
+}
+
+async fn build_snapshot(
+    engine: &Engine,
+    linker: &Linker<RunState>,
+    image: &ImageFiles,
+    pytest_layer: &Path,
+    empty: &Path,
+    progress: Progress<'_>,
+) -> Result<Vec<u8>> {
+    let wasm = fs::read(&image.module).map_err(SandboxError::io("read image"))?;
+    let mut wizer = wasmtime_wizer::Wizer::new();
+    wizer.init_func("wizer.initialize");
+    let (cx, instrumented) = wizer.instrument(&wasm).map_err(SandboxError::runtime)?;
+    progress("compiling the interpreter for snapshotting (one time)");
+    let module = Module::new(engine, &instrumented).map_err(SandboxError::runtime)?;
+    let tmp = tempfile::tempdir().map_err(SandboxError::io("create tmp"))?;
+    let work = tempfile::tempdir().map_err(SandboxError::io("create workspace"))?;
+    fs::write(tmp.path().join(DEVNULL_FILE), b"").map_err(SandboxError::io("create devnull"))?;
+    fs::write(
+        work.path().join("test_frognano_warmup.py"),
+        "import pytest\n\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_warm(x, tmp_path):\n    assert x\n\n\n\
+         def test_raises():\n    with pytest.raises(ValueError):\n        int('x')\n",
+    )
+    .map_err(SandboxError::io("write warm-up test"))?;
+    let mounts = Mounts {
+        pytest: pytest_layer,
+        pytest_writable: true,
+        deps: empty,
+        deps_writable: false,
+        tmp: tmp.path(),
+        work: work.path(),
+    };
+    let stdout = MemoryOutputPipe::new(1 << 20);
+    let stderr = MemoryOutputPipe::new(1 << 20);
+    let warmup_args = [vec!["-q".to_string()], base_pytest_args()].concat();
+    let source_config = serde_json::json!({
+        "layer": GUEST_PYTEST,
+        "cwd": GUEST_WORK,
+        "devnull": format!("{GUEST_TMP}/{DEVNULL_FILE}"),
+        "preload": PRELOAD_MODULES,
+        "plugin": layers::PLUGIN_MODULE,
+        "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
+        "args": warmup_args,
+    });
+    let source = SNAPSHOT_INIT.replace(
+        "__FROGNANO_CONFIG__",
+        &python_string_literal(&source_config.to_string()),
+    );
+    let program = Program::Turn(&source);
+    let wasi = build_wasi(&mounts, &program, image, &stdout, &stderr)?;
+    let mut store = Store::new(
+        engine,
+        RunState {
+            wasi,
+            memory: MemoryCap {
+                limit: usize::MAX,
+                refused: false,
+            },
+        },
+    );
+    store.limiter(|state| &mut state.memory);
+    store.epoch_deadline_async_yield_and_update(1);
+    progress("initialising the interpreter and importing pytest");
+    let instance = linker
+        .instantiate_async(&mut store, &module)
+        .await
+        .map_err(SandboxError::runtime)?;
+    for init in ["_initialize", "wizer.initialize"] {
+        if let Ok(func) = instance.get_typed_func::<(), ()>(&mut store, init) {
+            func.call_async(&mut store, ())
+                .await
+                .map_err(|e| SandboxError::Runtime(format!("{init}: {e:#}")))?;
+        }
+    }
+    let tail = |pipe: &MemoryOutputPipe| {
+        let text = String::from_utf8_lossy(&pipe.contents()).into_owned();
+        let start = text.len().saturating_sub(3000);
+        text.get(start..).unwrap_or_default().to_string()
+    };
+    let code = turn(&instance, &mut store, &source).await.map_err(|e| {
+        SandboxError::Runtime(format!(
+            "snapshot initialisation failed: {e:#}\n{}",
+            tail(&stderr)
+        ))
+    })?;
+    let (records, exit, _) = read_results(tmp.path())?;
+    if code != 0 || exit != Some(0) || records.len() != 3 {
+        return Err(SandboxError::Runtime(format!(
+            "the warm-up pytest session in the snapshot did not pass (turn {code}, pytest {exit:?}, {} results)\n{}\n{}",
+            records.len(),
+            tail(&stdout),
+            tail(&stderr)
+        )));
+    }
+    progress("taking the memory snapshot");
+    let snapshot = wizer
+        .snapshot(
+            &cx,
+            &mut wasmtime_wizer::WasmtimeWizer {
+                store: &mut store,
+                instance,
+            },
+        )
+        .await
+        .map_err(SandboxError::runtime)?;
+    Ok(snapshot)
+}
