@@ -30,7 +30,8 @@ typedef enum FrognanoErrorCode {
      */
     FROGNANO_ERROR_CODE_REPO = 2,
     /**
-     * The repository's `frognano.toml` or metadata is malformed.
+     * A configuration is malformed: a repository's `frognano.toml` or metadata, or a training
+     * configuration (`config_json` of `frognano_trainer_new` and `frognano_train`).
      */
     FROGNANO_ERROR_CODE_CONFIG = 3,
     /**
@@ -868,21 +869,26 @@ void frognano_env_free(struct FrognanoEnv *env);
  * summarises the episodes.
  *
  * `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
- * `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), or `"onnx:MODEL"`: a
- * local chat model (a model folder or registry name, as `frognano_model_load` takes) replying
- * greedily with one command per turn, the episodes of a step generated as one batch.
+ * `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), `"repair"` or
+ * `"repair:CHECKPOINT"` (the repair policy, untrained or restored from a trainer checkpoint;
+ * greedy), or `"onnx:MODEL"`: a local chat model (a model folder or registry name, as
+ * `frognano_model_load` takes) replying greedily with one command per turn, the episodes of a
+ * step generated as one batch. The same names as `frognano eval --policy` and Python's
+ * `evaluate`.
  * `workers` is the number of parallel environments (0 = the sandbox's worker count, by
  * default the number of CPUs; never more than the tasks).
  *
  * On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
- * `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
+ * `frognano_string_free`) and returns `NULL`. The object is the evaluation report that
+ * `frognano eval --json` prints and Python's `evaluate` returns: `episodes`, `resolved`,
  * `resolved_rate`, `met_failure`, `recovered`, `recovery_rate`, `mean_steps`,
- * `tool_errors`, `test_runs`, `truncated`, plus `steps_per_s` (environment steps per second
- * of wall-clock time) and `failed_tasks` (tasks that could not be reset, e.g. a missing
- * repository; they are skipped, not counted as episodes). On failure returns an owned error
- * and leaves `*out_summary_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an
- * unknown policy, `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be
- * loaded). Thread safety: may be called from any thread, also on a sandbox and a
+ * `tool_errors`, `test_runs`, `truncated`, `steps_per_s` (environment steps per second of
+ * wall-clock time), `wall_s`, `mean_reset_ms`, `workers` (environments stepped in parallel)
+ * and `failed_tasks`, a list of `{"task_id", "error"}` objects for tasks that could not be
+ * reset (e.g. a missing repository; they are skipped, not counted as episodes). On failure
+ * returns an owned error and leaves `*out_summary_json` untouched
+ * (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an unknown policy or an empty task set,
+ * `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be loaded). Thread safety: may be called from any thread, also on a sandbox and a
  * task set other threads use at the same time.
  *
  * # Safety
@@ -1001,17 +1007,23 @@ struct FrognanoError *frognano_group_advantages(const double *rewards,
                                                 double *out);
 
 /**
- * Returns the learnability score of a success rate `p` for a target success rate `target`:
+ * Computes the learnability score of a success rate `p` for a target success rate `target`:
  * `p^a (1 - p)^b` with its mode at the target (`a = 2 target`, `b = 2 (1 - target)`), scaled
  * to 1 there. For `target` 0.5 it is `4 p (1 - p)`, proportional to the reward variance of a
  * 0/1 group: tasks solved about half the time teach the most, tasks always or never solved
  * teach nothing. The frontier curriculum chooses task families by this score.
  *
- * `p` is clamped to `[0, 1]`; `target` must lie in `[0, 1]` (the curriculum's lie strictly
- * between). A `target` outside `[0, 1]` or a NaN argument gives NaN. Never fails.
- * Thread safety: may be called from any thread.
+ * `p` is clamped to `[0, 1]`; `target` must lie strictly between 0 and 1, as the
+ * curriculum's does. On success writes the score to `*out` and returns `NULL`. On failure
+ * returns an owned error and leaves `*out` untouched: `FROGNANO_ERROR_CODE_INVALID_OPTION`
+ * for a `target` outside `(0, 1)` or a NaN argument, `FROGNANO_ERROR_CODE_NULL_POINTER` for a
+ * `NULL` `out`. Thread safety: may be called from any thread.
+ *
+ * # Safety
+ *
+ * `out` must be `NULL` or point to a writable double.
  */
-double frognano_learnability(double p, double target);
+struct FrognanoError *frognano_learnability(double p, double target, double *out);
 
 /**
  * Creates a trainer of the bundled repair policy over `sandbox`.

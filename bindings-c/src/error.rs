@@ -4,10 +4,11 @@
 use std::any::Any;
 use std::ffi::{CStr, CString, c_char};
 
+use frognano_core::ErrorKind;
 use frognano_env::EnvError;
 use frognano_policy::llm::InferenceError;
 use frognano_sandbox::SandboxError;
-use frognano_synth::{MutateError, SynthError};
+use frognano_synth::SynthError;
 use frognano_train::TrainError;
 
 use crate::ffi::{c_string, guard_value};
@@ -23,7 +24,8 @@ pub enum FrognanoErrorCode {
     Asset = 1,
     /// The repository directory is missing or unusable.
     Repo = 2,
-    /// The repository's `frognano.toml` or metadata is malformed.
+    /// A configuration is malformed: a repository's `frognano.toml` or metadata, or a training
+    /// configuration (`config_json` of `frognano_trainer_new` and `frognano_train`).
     Config = 3,
     /// An option or limit is invalid (unknown image name, timeout of 0, ...).
     InvalidOption = 4,
@@ -108,109 +110,49 @@ pub(crate) fn invalid_option(message: impl AsRef<str>) -> FrognanoError {
     FrognanoError::new(FrognanoErrorCode::InvalidOption, message)
 }
 
-impl From<SandboxError> for FrognanoError {
-    fn from(err: SandboxError) -> Self {
-        let code = match &err {
-            SandboxError::Asset { .. } => FrognanoErrorCode::Asset,
-            SandboxError::Repo { .. } => FrognanoErrorCode::Repo,
-            SandboxError::Config { .. } => FrognanoErrorCode::Config,
-            SandboxError::InvalidOption(_) => FrognanoErrorCode::InvalidOption,
-            SandboxError::Requirements { .. } => FrognanoErrorCode::Requirements,
-            SandboxError::Runtime(_) => FrognanoErrorCode::Runtime,
-            SandboxError::Cancelled => FrognanoErrorCode::Cancelled,
-            SandboxError::Io { .. } => FrognanoErrorCode::Io,
-        };
-        FrognanoError::new(code, err.to_string())
-    }
-}
-
-impl From<SynthError> for FrognanoError {
-    fn from(err: SynthError) -> Self {
-        let code = match err {
-            SynthError::Repo(inner) => return FrognanoError::from(EnvError::from(inner)),
-            SynthError::Sandbox(inner) => return FrognanoError::from(inner),
-            SynthError::InvalidOption(_) | SynthError::Mutate(MutateError::UnknownOperator(_)) => {
-                FrognanoErrorCode::InvalidOption
-            }
-            SynthError::Intake { .. } | SynthError::Mutate(_) => FrognanoErrorCode::Synthesis,
-            SynthError::Cancelled => FrognanoErrorCode::Cancelled,
-        };
-        FrognanoError::new(code, err.to_string())
-    }
-}
-
-impl From<EnvError> for FrognanoError {
-    fn from(err: EnvError) -> Self {
-        let code = match err {
-            EnvError::Sandbox(inner) => return FrognanoError::from(inner),
-            EnvError::TaskRecord { .. } | EnvError::Task { .. } | EnvError::Patch(_) => {
-                FrognanoErrorCode::Task
-            }
-            EnvError::Repo { .. } => FrognanoErrorCode::Repo,
-            EnvError::InvalidOption(_) => FrognanoErrorCode::InvalidOption,
-            EnvError::NoEpisode => FrognanoErrorCode::Episode,
-            EnvError::Io { .. } => FrognanoErrorCode::Io,
-            EnvError::Core(ref failed) if is_onnx_policy_failure(failed) => {
-                FrognanoErrorCode::Inference
-            }
-            EnvError::Core(_) => FrognanoErrorCode::Runtime,
-        };
-        FrognanoError::new(code, err.to_string())
-    }
-}
-
-impl From<frognano_core::Error> for FrognanoError {
-    fn from(err: frognano_core::Error) -> Self {
-        let code = match &err {
-            frognano_core::Error::Invalid { .. } => FrognanoErrorCode::InvalidOption,
-            frognano_core::Error::Path { .. } => FrognanoErrorCode::Repo,
-            frognano_core::Error::Io(_) => FrognanoErrorCode::Io,
-            failed if is_onnx_policy_failure(failed) => FrognanoErrorCode::Inference,
-            frognano_core::Error::Json(_) | frognano_core::Error::Component { .. } => {
-                FrognanoErrorCode::Training
-            }
-        };
-        FrognanoError::new(code, err.to_string())
-    }
-}
-
-impl From<TrainError> for FrognanoError {
-    fn from(err: TrainError) -> Self {
-        let code = match err {
-            TrainError::Env(inner) => return FrognanoError::from(inner),
-            TrainError::Synth(inner) => return FrognanoError::from(inner),
-            TrainError::Core(inner) => return FrognanoError::from(inner),
-            TrainError::Config(_) => FrognanoErrorCode::InvalidOption,
-            TrainError::Checkpoint { .. } | TrainError::NoTasks(_) => FrognanoErrorCode::Training,
-            TrainError::Io { .. } => FrognanoErrorCode::Io,
-            TrainError::Cancelled => FrognanoErrorCode::Cancelled,
-        };
-        FrognanoError::new(code, err.to_string())
-    }
-}
-
-impl From<InferenceError> for FrognanoError {
-    fn from(err: InferenceError) -> Self {
-        let code = match &err {
-            InferenceError::InvalidRequest(_) => FrognanoErrorCode::InvalidOption,
-            InferenceError::Io { .. } => FrognanoErrorCode::Io,
-            _ => FrognanoErrorCode::Inference,
-        };
-        FrognanoError::new(code, err.to_string())
-    }
-}
-
-/// Whether a rollout failed because a local model policy did (frognano-policy reports its
-/// errors as this component).
-fn is_onnx_policy_failure(err: &frognano_core::Error) -> bool {
-    matches!(
-        err,
-        frognano_core::Error::Component {
-            component: "onnx policy",
-            ..
+impl FrognanoErrorCode {
+    /// The one mapping of the library's error kinds to C codes.
+    pub(crate) fn of_kind(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::Setup => FrognanoErrorCode::Asset,
+            ErrorKind::Sandbox => FrognanoErrorCode::Runtime,
+            ErrorKind::NotFound => FrognanoErrorCode::Repo,
+            ErrorKind::Config => FrognanoErrorCode::Config,
+            ErrorKind::Requirements => FrognanoErrorCode::Requirements,
+            ErrorKind::InvalidArgument | ErrorKind::Action => FrognanoErrorCode::InvalidOption,
+            ErrorKind::Task => FrognanoErrorCode::Task,
+            ErrorKind::Episode => FrognanoErrorCode::Episode,
+            ErrorKind::Synthesis => FrognanoErrorCode::Synthesis,
+            ErrorKind::Inference => FrognanoErrorCode::Inference,
+            ErrorKind::Cancelled => FrognanoErrorCode::Cancelled,
+            ErrorKind::Io => FrognanoErrorCode::Io,
+            // A failing component during training (and any kind added later).
+            _ => FrognanoErrorCode::Training,
         }
-    )
+    }
 }
+
+/// Every library error converts by its kind (`kind()`), keeping its message.
+macro_rules! from_library_errors {
+    ($($error:ty),* $(,)?) => {
+        $(
+            impl From<$error> for FrognanoError {
+                fn from(err: $error) -> Self {
+                    FrognanoError::new(FrognanoErrorCode::of_kind(err.kind()), err.to_string())
+                }
+            }
+        )*
+    };
+}
+
+from_library_errors!(
+    frognano_core::Error,
+    SandboxError,
+    EnvError,
+    SynthError,
+    TrainError,
+    InferenceError,
+);
 
 /// Returns the code of an error, or `FROGNANO_ERROR_CODE_OK` when `error` is `NULL`.
 ///
@@ -277,7 +219,7 @@ mod tests {
     #[test]
     fn training_errors_map_to_their_codes() {
         let config = FrognanoError::from(TrainError::Config("bad".into()));
-        assert_eq!(config.code, FrognanoErrorCode::InvalidOption);
+        assert_eq!(config.code, FrognanoErrorCode::Config);
         let no_tasks = FrognanoError::from(TrainError::NoTasks("none".into()));
         assert_eq!(no_tasks.code, FrognanoErrorCode::Training);
         let checkpoint = FrognanoError::from(TrainError::Checkpoint {

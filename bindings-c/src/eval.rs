@@ -3,40 +3,37 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use frognano_env::{EnvConfig, EnvPool, EvalSummary};
-use frognano_policy::llm::{OnnxPolicy, OnnxPolicyConfig, assets};
+use frognano_env::{EnvConfig, EnvPool};
 
 use crate::env::FrognanoTaskSet;
-use crate::error::{FrognanoError, FrognanoErrorCode};
+use crate::error::FrognanoError;
 use crate::ffi::{guard, out_arg, str_arg, to_json, write_string};
 use crate::sandbox::FrognanoSandbox;
-
-/// Resolves a model argument (a folder, an `.onnx` file or a registry name) and loads an
-/// `OnnxPolicy` with the default settings on it: the policy of `"onnx:MODEL"`.
-fn onnx_policy(model: &str) -> Result<OnnxPolicy, FrognanoError> {
-    let dir = assets::resolve_model(model, &|_| {})?;
-    Ok(OnnxPolicy::load(&dir, OnnxPolicyConfig::default())?)
-}
 
 /// Rolls out a policy over every task of a set, `workers` episodes in parallel, and
 /// summarises the episodes.
 ///
 /// `policy` is `"oracle"` (applies each task's gold patch), `"noop"` (submits at once),
-/// `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), or `"onnx:MODEL"`: a
-/// local chat model (a model folder or registry name, as `frognano_model_load` takes) replying
-/// greedily with one command per turn, the episodes of a step generated as one batch.
+/// `"random"` or `"random:SEED"` (random tool calls; seed 0 by default), `"repair"` or
+/// `"repair:CHECKPOINT"` (the repair policy, untrained or restored from a trainer checkpoint;
+/// greedy), or `"onnx:MODEL"`: a local chat model (a model folder or registry name, as
+/// `frognano_model_load` takes) replying greedily with one command per turn, the episodes of a
+/// step generated as one batch. The same names as `frognano eval --policy` and Python's
+/// `evaluate`.
 /// `workers` is the number of parallel environments (0 = the sandbox's worker count, by
 /// default the number of CPUs; never more than the tasks).
 ///
 /// On success writes an owned UTF-8 JSON object to `*out_summary_json` (free it with
-/// `frognano_string_free`) and returns `NULL`. The object holds `episodes`, `resolved`,
+/// `frognano_string_free`) and returns `NULL`. The object is the evaluation report that
+/// `frognano eval --json` prints and Python's `evaluate` returns: `episodes`, `resolved`,
 /// `resolved_rate`, `met_failure`, `recovered`, `recovery_rate`, `mean_steps`,
-/// `tool_errors`, `test_runs`, `truncated`, plus `steps_per_s` (environment steps per second
-/// of wall-clock time) and `failed_tasks` (tasks that could not be reset, e.g. a missing
-/// repository; they are skipped, not counted as episodes). On failure returns an owned error
-/// and leaves `*out_summary_json` untouched (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an
-/// unknown policy, `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be
-/// loaded). Thread safety: may be called from any thread, also on a sandbox and a
+/// `tool_errors`, `test_runs`, `truncated`, `steps_per_s` (environment steps per second of
+/// wall-clock time), `wall_s`, `mean_reset_ms`, `workers` (environments stepped in parallel)
+/// and `failed_tasks`, a list of `{"task_id", "error"}` objects for tasks that could not be
+/// reset (e.g. a missing repository; they are skipped, not counted as episodes). On failure
+/// returns an owned error and leaves `*out_summary_json` untouched
+/// (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an unknown policy or an empty task set,
+/// `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be loaded). Thread safety: may be called from any thread, also on a sandbox and a
 /// task set other threads use at the same time.
 ///
 /// # Safety
@@ -62,37 +59,16 @@ pub unsafe extern "C" fn frognano_evaluate(
         let policy = unsafe { str_arg(policy, "policy") }?;
         out_arg(out_summary_json, "out_summary_json")?;
         let tasks = &tasks.tasks;
-        let mut policy: Box<dyn frognano_core::Policy> = match policy.strip_prefix("onnx:") {
-            Some(model) => Box::new(onnx_policy(model)?),
-            None => frognano_policy::policy_from_spec(policy, tasks, &|_| {})
-                .map_err(|e| FrognanoError::new(FrognanoErrorCode::InvalidOption, e.to_string()))?,
-        };
+        let mut policy = frognano_policy::policy_from_spec(policy, tasks, &|_| {})?;
         let mut pool = EnvPool::for_tasks(
             Arc::clone(&sandbox.inner),
             tasks.len(),
             workers,
             EnvConfig::default(),
         )?;
-        let mut records = Vec::new();
-        let mut failed_tasks = 0usize;
-        let stats = pool.rollout(
-            policy.as_mut(),
-            tasks,
-            |record| records.push(record),
-            |_, _| failed_tasks += 1,
-        )?;
-        let summary = EvalSummary::of(&records);
-        let mut value = serde_json::to_value(&summary).map_err(|e| {
-            FrognanoError::new(
-                FrognanoErrorCode::Io,
-                format!("serialise the summary as JSON: {e}"),
-            )
-        })?;
-        if let Some(object) = value.as_object_mut() {
-            object.insert("steps_per_s".into(), stats.steps_per_s().into());
-            object.insert("failed_tasks".into(), failed_tasks.into());
-        }
-        let json = to_json(&value, "summary")?;
+        let (report, _records) =
+            frognano_env::evaluate(&mut pool, policy.as_mut(), tasks, |_| {}, |_| {})?;
+        let json = to_json(&report, "summary")?;
         // SAFETY: `out_summary_json` is non-NULL (checked above) and the caller guarantees it
         // is writable.
         unsafe { write_string(out_summary_json, &json) };

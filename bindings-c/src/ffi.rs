@@ -5,7 +5,7 @@ use std::ffi::{CStr, CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
-use crate::error::{FrognanoError, FrognanoErrorCode, invalid_option};
+use crate::error::{FrognanoError, FrognanoErrorCode};
 
 /// Frees a string returned as `char *` by this library (e.g. by `frognano_report_to_json`).
 /// `NULL` is accepted and ignored. Never pass a string from any other allocator.
@@ -124,34 +124,30 @@ pub(crate) fn to_json(value: &impl serde::Serialize, what: &str) -> Result<Strin
     })
 }
 
-/// Parses a JSON object argument into `T` (missing fields take their defaults, unknown ones
-/// are an error), naming the field at fault.
+/// Parses a JSON object argument into `T` with the library's strict reader (missing fields
+/// take their defaults, unknown ones are an error naming the field):
+/// `FROGNANO_ERROR_CODE_INVALID_OPTION` on a mistake.
 pub(crate) fn json_object_arg<T: serde::de::DeserializeOwned>(
     value: serde_json::Value,
-    what: &str,
+    what: &'static str,
 ) -> Result<T, FrognanoError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." {
-            invalid_option(format!("{what}: {inner}"))
-        } else {
-            invalid_option(format!("{what}: `{path}`: {inner}"))
-        }
-    })
+    Ok(frognano_core::config::from_json_strict(
+        value,
+        what,
+        frognano_core::ErrorKind::InvalidArgument,
+    )?)
 }
 
 /// Parses `text` as a JSON value that must be an object.
 pub(crate) fn parse_json_object(
     text: &str,
-    what: &str,
+    what: &'static str,
 ) -> Result<serde_json::Value, FrognanoError> {
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| invalid_option(format!("{what} is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(invalid_option(format!("{what} must be a JSON object")));
-    }
-    Ok(value)
+    Ok(frognano_core::config::from_json_text_strict(
+        text,
+        what,
+        frognano_core::ErrorKind::InvalidArgument,
+    )?)
 }
 
 #[cfg(test)]

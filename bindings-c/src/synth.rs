@@ -6,35 +6,23 @@ use std::sync::Arc;
 use frognano_synth::{SynthConfig, Synthesizer};
 
 use crate::env::FrognanoTaskSet;
-use crate::error::{FrognanoError, FrognanoErrorCode, invalid_option};
+use crate::error::{FrognanoError, FrognanoErrorCode};
 use crate::ffi::{guard, out_arg, str_arg, to_json, write_string};
 use crate::sandbox::FrognanoSandbox;
 
-/// Reads synthesis options: `NULL` gives the defaults; otherwise a JSON object whose keys are
-/// `SynthConfig` fields (missing ones take their defaults, unknown ones are an error rather
-/// than silently ignored).
+/// Reads synthesis options: `NULL` gives the defaults; otherwise a JSON object of
+/// `SynthConfig` fields, read strictly by the library (missing ones take their defaults;
+/// unknown ones and type errors are `FROGNANO_ERROR_CODE_INVALID_OPTION` errors naming the
+/// field), then validated.
 fn synth_config(options_json: Option<&str>) -> Result<SynthConfig, FrognanoError> {
     let Some(text) = options_json else {
         return Ok(SynthConfig::default());
     };
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| invalid_option(format!("options_json is not valid JSON: {e}")))?;
-    let Some(object) = value.as_object() else {
-        return Err(invalid_option("options_json must be a JSON object"));
-    };
-    let defaults = serde_json::to_value(SynthConfig::default())
-        .map_err(|e| invalid_option(format!("serialise the default options: {e}")))?;
-    if let Some(known) = defaults.as_object()
-        && let Some(unknown) = object.keys().find(|key| !known.contains_key(*key))
-    {
-        let names: Vec<&str> = known.keys().map(String::as_str).collect();
-        return Err(invalid_option(format!(
-            "options_json: unknown option `{unknown}` (known: {})",
-            names.join(", ")
-        )));
-    }
-    let config: SynthConfig =
-        serde_json::from_value(value).map_err(|e| invalid_option(format!("options_json: {e}")))?;
+    let config: SynthConfig = frognano_core::config::from_json_text_strict(
+        text,
+        "options_json",
+        frognano_core::ErrorKind::InvalidArgument,
+    )?;
     config.validate()?;
     Ok(config)
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use frognano_core::{Task, Trainer};
 use frognano_policy::{RepairConfig, RepairPolicy};
 use frognano_train::{
-    Estimator, GrpoTrainer, Quiet, TrainConfig, TrainError, greedy_policy, group_advantages,
-    learnability, make_curriculum, prepare_pools,
+    Estimator, GrpoTrainer, Quiet, TrainConfig, TrainError, checked_learnability, greedy_policy,
+    group_advantages, make_curriculum, prepare_pools,
 };
 
 use crate::error::{FrognanoError, FrognanoErrorCode, invalid_option};
@@ -81,102 +81,53 @@ pub unsafe extern "C" fn frognano_group_advantages(
     })
 }
 
-/// Returns the learnability score of a success rate `p` for a target success rate `target`:
+/// Computes the learnability score of a success rate `p` for a target success rate `target`:
 /// `p^a (1 - p)^b` with its mode at the target (`a = 2 target`, `b = 2 (1 - target)`), scaled
 /// to 1 there. For `target` 0.5 it is `4 p (1 - p)`, proportional to the reward variance of a
 /// 0/1 group: tasks solved about half the time teach the most, tasks always or never solved
 /// teach nothing. The frontier curriculum chooses task families by this score.
 ///
-/// `p` is clamped to `[0, 1]`; `target` must lie in `[0, 1]` (the curriculum's lie strictly
-/// between). A `target` outside `[0, 1]` or a NaN argument gives NaN. Never fails.
-/// Thread safety: may be called from any thread.
+/// `p` is clamped to `[0, 1]`; `target` must lie strictly between 0 and 1, as the
+/// curriculum's does. On success writes the score to `*out` and returns `NULL`. On failure
+/// returns an owned error and leaves `*out` untouched: `FROGNANO_ERROR_CODE_INVALID_OPTION`
+/// for a `target` outside `(0, 1)` or a NaN argument, `FROGNANO_ERROR_CODE_NULL_POINTER` for a
+/// `NULL` `out`. Thread safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `out` must be `NULL` or point to a writable double.
 #[unsafe(no_mangle)]
-pub extern "C" fn frognano_learnability(p: f64, target: f64) -> f64 {
-    guard_value(f64::NAN, || {
-        if p.is_nan() || !(0.0..=1.0).contains(&target) {
-            f64::NAN
-        } else {
-            learnability(p, target)
-        }
-    })
-}
-
-/// The keys of `given` (recursively, into objects whose default is an object) that `known`
-/// lacks, as dotted paths.
-fn unknown_keys(given: &serde_json::Value, known: &serde_json::Value, prefix: &str) -> Vec<String> {
-    let (Some(given), Some(known)) = (given.as_object(), known.as_object()) else {
-        return Vec::new();
-    };
-    let mut unknown = Vec::new();
-    for (key, value) in given {
-        let path = format!("{prefix}{key}");
-        match known.get(key) {
-            None => {
-                let names: Vec<&str> = known.keys().map(String::as_str).collect();
-                unknown.push(format!("`{path}` (known: {})", names.join(", ")));
-            }
-            Some(default) if default.is_object() => {
-                unknown.extend(unknown_keys(value, default, &format!("{path}.")));
-            }
-            Some(_) => {}
-        }
-    }
-    unknown
-}
-
-/// Makes a path absolute against the current directory.
-fn absolute_path(path: &Path, what: &str) -> Result<std::path::PathBuf, FrognanoError> {
-    std::path::absolute(path).map_err(|e| {
-        FrognanoError::new(
-            FrognanoErrorCode::Io,
-            format!("resolve {what} {}: {e}", path.display()),
-        )
+pub unsafe extern "C" fn frognano_learnability(
+    p: f64,
+    target: f64,
+    out: *mut f64,
+) -> *mut FrognanoError {
+    guard(|| {
+        out_arg(out, "out")?;
+        let score = checked_learnability(p, target)?;
+        // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
+        unsafe { out.write(score) };
+        Ok(())
     })
 }
 
 /// Reads a training configuration: `NULL` gives the defaults; otherwise a JSON object of
-/// `TrainConfig` fields (missing ones take their defaults; unknown ones, at any depth, are an
-/// error rather than silently ignored). At least one repository is required; repository and
-/// output paths are made absolute against the current directory.
+/// `TrainConfig` fields, read strictly by the library (missing ones take their defaults;
+/// unknown ones, at any depth, and type errors are `FROGNANO_ERROR_CODE_CONFIG` errors naming
+/// the field). With no repositories named, the bundled sample repositories are used (as
+/// `frognano train` and Python's `train` do); repository and output paths are made absolute
+/// against the current directory.
 fn train_config(config_json: Option<&str>) -> Result<TrainConfig, FrognanoError> {
-    let mut config = match config_json {
+    let config = match config_json {
         None => TrainConfig::default(),
         Some(text) => {
-            let value: serde_json::Value = serde_json::from_str(text)
-                .map_err(|e| invalid_option(format!("config_json is not valid JSON: {e}")))?;
-            if !value.is_object() {
-                return Err(invalid_option("config_json must be a JSON object"));
-            }
-            let defaults = serde_json::to_value(TrainConfig::default())
-                .map_err(|e| invalid_option(format!("serialise the default configuration: {e}")))?;
-            let unknown = unknown_keys(&value, &defaults, "");
-            if let Some(first) = unknown.first() {
-                return Err(invalid_option(format!("config_json: unknown key {first}")));
-            }
-            serde_path_to_error::deserialize(value).map_err(|e| {
-                let path = e.path().to_string();
-                let inner = e.into_inner();
-                if path == "." {
-                    invalid_option(format!("config_json: {inner}"))
-                } else {
-                    invalid_option(format!("config_json: `{path}`: {inner}"))
-                }
-            })?
+            let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                TrainError::Config(format!("config_json is not valid JSON: {e}"))
+            })?;
+            TrainConfig::from_json(value)?
         }
-    };
-    if config.repos.is_empty() {
-        return Err(invalid_option(
-            "config_json: `repos` must name at least one Python repository (a directory or \
-             bundle whose test suite passes) to synthesize tasks from, e.g. \
-             {\"repos\": [\"examples/repos/textkit\"]}",
-        ));
     }
-    for repo in &mut config.repos {
-        *repo = absolute_path(repo, "the repository path")?;
-    }
-    if let Some(out) = &mut config.out {
-        *out = absolute_path(out, "the output directory")?;
-    }
+    .or_bundled_repos()?;
     config.validate()?;
     Ok(config)
 }
@@ -568,19 +519,11 @@ mod tests {
     }
 
     #[test]
-    fn unknown_configuration_keys_are_found_at_any_depth() {
-        let defaults = serde_json::to_value(TrainConfig::default()).expect("defaults");
-        let given = serde_json::json!({
-            "seed": 1,
-            "trainer": {"group_size": 2, "env": {"max_steps": 5, "max_stepz": 1}},
-            "out": "dir",
-        });
-        let unknown = unknown_keys(&given, &defaults, "");
-        assert_eq!(unknown.len(), 1, "{unknown:?}");
-        assert!(
-            unknown[0].starts_with("`trainer.env.max_stepz`"),
-            "{unknown:?}"
-        );
-        assert!(unknown_keys(&serde_json::json!({"repos": []}), &defaults, "").is_empty());
+    fn unknown_configuration_keys_are_config_errors_at_any_depth() {
+        let text = r#"{"seed": 1, "trainer": {"group_size": 2, "env": {"max_stepz": 1}}}"#;
+        let err = train_config(Some(text)).expect_err("unknown key");
+        assert_eq!(err.code, FrognanoErrorCode::Config);
+        let message = err.message.to_string_lossy().into_owned();
+        assert!(message.contains("`trainer.env.max_stepz`"), "{message}");
     }
 }

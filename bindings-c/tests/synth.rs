@@ -130,7 +130,7 @@ fn bad_options_are_invalid_option_errors() {
         );
     }
     let (_, message) = synthesize(&repo, 1, Some(r#"{"sed": 3}"#)).expect_err("typo");
-    assert!(message.contains("unknown option `sed`"), "{message}");
+    assert!(message.contains("unknown field `sed`"), "{message}");
     let (_, message) =
         synthesize(&repo, 1, Some(r#"{"operators": ["no_such_operator"]}"#)).expect_err("op");
     assert!(message.contains("op_swap"), "{message}");

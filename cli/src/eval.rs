@@ -12,8 +12,8 @@ use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, RepoEnv, patch, repo, taskset};
-use frognano_policy::PolicySpec;
 use frognano_policy::OraclePolicy;
+use frognano_policy::PolicySpec;
 use frognano_sandbox::{Sandbox, workspace};
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -88,6 +88,9 @@ mod tests {
         let err = from_json_text_strict::<Outer>("{}", "options", ErrorKind::Config).err();
         assert!(err.is_none());
         let err = from_json_text_strict::<Outer>("3", "options", ErrorKind::InvalidArgument);
-        assert_eq!(err.err().map(|e| e.kind()), Some(ErrorKind::InvalidArgument));
+        assert_eq!(
+            err.err().map(|e| e.kind()),
+            Some(ErrorKind::InvalidArgument)
+        );
     }
 }

@@ -197,6 +197,9 @@ mod tests {
     fn io_not_found_is_not_found() {
         let err = Error::from(std::io::Error::from(std::io::ErrorKind::NotFound));
         assert_eq!(err.kind(), ErrorKind::NotFound);
-        assert_eq!(Error::invalid("limits", "x").kind(), ErrorKind::InvalidArgument);
+        assert_eq!(
+            Error::invalid("limits", "x").kind(),
+            ErrorKind::InvalidArgument
+        );
     }
 }

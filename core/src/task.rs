@@ -175,10 +175,15 @@ impl Task {
     /// a fix to work from.
     pub fn validate(&self) -> Result<()> {
         if self.id.trim().is_empty() {
-            return Err(Error::invalid_as(ErrorKind::Task, "task", "field `id` must not be empty"));
+            return Err(Error::invalid_as(
+                ErrorKind::Task,
+                "task",
+                "field `id` must not be empty",
+            ));
         }
         if self.fail_to_pass.is_empty() {
-            return Err(Error::invalid_as(ErrorKind::Task, 
+            return Err(Error::invalid_as(
+                ErrorKind::Task,
                 "task",
                 format!(
                     "task {}: field `fail_to_pass` must name at least one test",
@@ -194,7 +199,8 @@ impl Task {
                 .iter()
                 .find(|t| t.trim().is_empty() || t.starts_with('-'))
             {
-                return Err(Error::invalid_as(ErrorKind::Task, 
+                return Err(Error::invalid_as(
+                    ErrorKind::Task,
                     "task",
                     format!(
                         "task {}: field `{field}` holds {bad:?}, which is not a pytest test id",
@@ -208,7 +214,8 @@ impl Task {
             .iter()
             .find(|t| self.pass_to_pass.contains(t))
         {
-            return Err(Error::invalid_as(ErrorKind::Task, 
+            return Err(Error::invalid_as(
+                ErrorKind::Task,
                 "task",
                 format!(
                     "task {}: test {both} is in both fail_to_pass and pass_to_pass",
@@ -217,7 +224,8 @@ impl Task {
             ));
         }
         if self.bug_patch.trim().is_empty() && self.gold_patch.is_none() {
-            return Err(Error::invalid_as(ErrorKind::Task, 
+            return Err(Error::invalid_as(
+                ErrorKind::Task,
                 "task",
                 format!(
                     "task {}: needs a `bug_patch` (or, for a repository already in its buggy \
@@ -226,9 +234,9 @@ impl Task {
                 ),
             ));
         }
-        self.limits
-            .validate()
-            .map_err(|e| Error::invalid_as(ErrorKind::Task, "task", format!("task {}: {e}", self.id)))
+        self.limits.validate().map_err(|e| {
+            Error::invalid_as(ErrorKind::Task, "task", format!("task {}: {e}", self.id))
+        })
     }
 }
 

@@ -21,7 +21,7 @@ use crate::{EnvError, Result};
 
 /// Budgets and output sizes of an episode.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct EnvConfig {
     /// Steps per episode; the episode is truncated (and graded) when they run out.
     pub max_steps: usize,

@@ -126,11 +126,20 @@ fn an_episode_by_hand() {
         step.info["tests"]["failing"].as_array().map(Vec::len),
         Some(task.fail_to_pass.len())
     );
+    // The run also comes typed, naming the same failing tests.
+    let run = step
+        .observation
+        .test_run
+        .as_ref()
+        .expect("a typed test run");
+    assert!(run.failed > 0 && !run.ended_abnormally(), "{run:?}");
+    assert!(run.failing.iter().any(|t| t.id == task.fail_to_pass[0]));
     assert!(!step.terminated && !step.truncated && step.reward == 0.0);
 
     let step = env.step_action(&text("please fix it")).expect("step");
     assert!(step.observation.is_error);
     assert!(step.observation.text.contains("No command found"));
+    assert!(step.observation.test_run.is_none());
 
     let step = env.step_action(&text("view /etc/passwd")).expect("step");
     assert!(step.observation.is_error && step.observation.text.contains("outside the repository"));

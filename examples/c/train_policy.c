@@ -103,15 +103,29 @@ static int advantages_demo(void) {
     /* Learnability: tasks solved about half the time teach the most. */
     printf("learnability (target 0.5):");
     const double rates[5] = {0.0, 0.25, 0.5, 0.75, 1.0};
+    double scores[5] = {0};
     for (int i = 0; i < 5; i++) {
-        printf(" p=%.2f: %.2f%s", rates[i], frognano_learnability(rates[i], 0.5),
-               i < 4 ? "," : "\n");
+        error = frognano_learnability(rates[i], 0.5, &scores[i]);
+        if (error != NULL) {
+            report_error("frognano_learnability", error);
+            return 1;
+        }
+        printf(" p=%.2f: %.2f%s", rates[i], scores[i], i < 4 ? "," : "\n");
     }
-    if (fabs(frognano_learnability(0.5, 0.5) - 1.0) > 1e-12 ||
-        fabs(frognano_learnability(0.25, 0.5) - 0.75) > 1e-12) {
+    if (fabs(scores[2] - 1.0) > 1e-12 || fabs(scores[1] - 0.75) > 1e-12) {
         fprintf(stderr, "unexpected learnability\n");
         status = 1;
     }
+    double never_written = -1.0;
+    error = frognano_learnability(0.5, 1.0, &never_written);
+    if (error == NULL || frognano_error_code(error) != FROGNANO_ERROR_CODE_INVALID_OPTION ||
+        never_written != -1.0) {
+        fprintf(stderr, "a target of 1 should be refused\n");
+        status = 1;
+    } else {
+        printf("target 1: refused: %s\n", frognano_error_message(error));
+    }
+    frognano_error_free(error);
     return status;
 }
 

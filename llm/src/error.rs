@@ -66,11 +66,12 @@ impl From<ort::Error> for InferenceError {
 }
 
 impl InferenceError {
-    /// What sort of failure this is: invalid requests are invalid arguments, everything else
-    /// is an inference failure.
+    /// What sort of failure this is: invalid requests are invalid arguments, host I/O failures
+    /// I/O errors, everything else an inference failure.
     pub fn kind(&self) -> frognano_core::ErrorKind {
         match self {
             InferenceError::InvalidRequest(_) => frognano_core::ErrorKind::InvalidArgument,
+            InferenceError::Io { .. } => frognano_core::ErrorKind::Io,
             _ => frognano_core::ErrorKind::Inference,
         }
     }

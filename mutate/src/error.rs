@@ -7,7 +7,7 @@ use crate::registry::known_operator_names;
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
 pub enum MutateError {
-    /// An operator name that [`operators`] does not list.
+    /// An operator name that [`crate::operators`] does not list.
     #[error("unknown mutation operator `{0}` (known: {known})", known = known_operator_names())]
     UnknownOperator(String),
     /// The source does not parse cleanly with tree-sitter-python.
@@ -19,10 +19,12 @@ pub enum MutateError {
 }
 
 impl MutateError {
-    /// What sort of failure this is: always [`ErrorKind::Synthesis`] (an unknown operator
-    /// name, a source that does not parse and an invalid edit all stop the synthesis of a
-    /// task).
+    /// What sort of failure this is: an unknown operator name is an invalid argument; a source
+    /// that does not parse and an invalid edit stop the synthesis of a task.
     pub fn kind(&self) -> ErrorKind {
-        ErrorKind::Synthesis
+        match self {
+            MutateError::UnknownOperator(_) => ErrorKind::InvalidArgument,
+            MutateError::Parse | MutateError::InvalidEdit(_) => ErrorKind::Synthesis,
+        }
     }
 }

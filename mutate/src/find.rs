@@ -25,8 +25,8 @@ pub fn find_mutations(source: &str, operators: &[&str]) -> Result<Vec<Mutation>,
 ///
 /// Returns `(kept, rejected)`: `kept` is exactly what [`find_mutations`] returns; `rejected`
 /// holds, in the same order and with the same fields, the candidates whose mutated source does
-/// not parse (or does not change), which is what an operator's rejection rate is measured on.
-/// Errors as [`find_mutations`] does.
+/// not parse (or does not change): how often an operator's candidates are rejected is
+/// measured on them. Errors as [`find_mutations`] does.
 pub fn find_mutations_with_rejects(
     source: &str,
     operators: &[&str],

@@ -152,7 +152,7 @@ mod tests {
     #[test]
     fn bad_specs_are_invalid_arguments_naming_the_policy() {
         for bad in ["genius", "random:x", "oracle:1", "", "onnx:", "onnx"] {
-            let err = bad.parse::<PolicySpec>().err().expect(bad);
+            let err = bad.parse::<PolicySpec>().expect_err(bad);
             assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{bad}");
             assert!(err.to_string().contains("policy"), "{err}");
         }

@@ -150,8 +150,7 @@ impl TrainConfig {
             other => TrainError::Core(other),
         })?;
         let absolute = |path: &Path| {
-            std::path::absolute(path)
-                .map_err(TrainError::io(format!("resolve {}", path.display())))
+            std::path::absolute(path).map_err(TrainError::io(format!("resolve {}", path.display())))
         };
         for repo in &mut config.repos {
             *repo = absolute(repo)?;
@@ -697,8 +696,14 @@ mod tests {
         assert_eq!(config.trainer.group_size, 8);
         for (value, needle) in [
             (serde_json::json!({"curiculum": "static"}), "`curiculum`"),
-            (serde_json::json!({"policy": {"learning_rat": 1}}), "learning_rat"),
-            (serde_json::json!({"trainer": {"env": {"max_step": 3}}}), "max_step"),
+            (
+                serde_json::json!({"policy": {"learning_rat": 1}}),
+                "learning_rat",
+            ),
+            (
+                serde_json::json!({"trainer": {"env": {"max_step": 3}}}),
+                "max_step",
+            ),
             (serde_json::json!({"seed": "three"}), "`seed`"),
             (serde_json::json!([1, 2]), "must be a JSON object"),
         ] {
@@ -706,13 +711,18 @@ mod tests {
             assert_eq!(err.kind(), frognano_core::ErrorKind::Config, "{value}");
             let message = err.to_string();
             assert!(message.contains(needle), "{value}: {message}");
-            assert!(message.starts_with("invalid training configuration"), "{message}");
+            assert!(
+                message.starts_with("invalid training configuration"),
+                "{message}"
+            );
         }
     }
 
     #[test]
     fn an_empty_repository_list_means_the_bundled_repositories() {
-        let config = TrainConfig::default().or_bundled_repos().expect("bundled repos");
+        let config = TrainConfig::default()
+            .or_bundled_repos()
+            .expect("bundled repos");
         assert_eq!(config.repos.len(), BUNDLED_REPOS.len());
         assert!(config.repos.iter().all(|r| r.is_absolute() && r.is_dir()));
         let named = TrainConfig {
