@@ -121,9 +121,8 @@ fn train_config(config_json: Option<&str>) -> Result<TrainConfig, FrognanoError>
     let config = match config_json {
         None => TrainConfig::default(),
         Some(text) => {
-            let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-                TrainError::Config(format!("config_json is not valid JSON: {e}"))
-            })?;
+            let value: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| TrainError::Config(format!("config_json is not valid JSON: {e}")))?;
             TrainConfig::from_json(value)?
         }
     }

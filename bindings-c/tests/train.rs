@@ -221,7 +221,11 @@ fn learnability_peaks_at_the_target() {
         (0.5, f64::NAN),
     ] {
         let (code, message) = learnability(p, target).expect_err("out of range");
-        assert_eq!(code, FrognanoErrorCode::InvalidOption, "{p}, {target}: {message}");
+        assert_eq!(
+            code,
+            FrognanoErrorCode::InvalidOption,
+            "{p}, {target}: {message}"
+        );
     }
     // SAFETY: a NULL `out` is an error, not a write.
     let err = unsafe { frognano_learnability(0.5, 0.5, ptr::null_mut()) };

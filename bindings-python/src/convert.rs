@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::{Value, json};
 
-use crate::errors::error_class;
+use crate::errors::Exception;
 
 // ---------------------------------------------------------------------------------------------
 // Threads, the GIL and Python components.
@@ -148,7 +148,7 @@ impl PyComponent {
 
 /// An `InvalidArgumentError`.
 pub(crate) fn invalid(py: Python<'_>, message: String) -> PyErr {
-    error_class(py, "InvalidArgumentError", message)
+    Exception::InvalidArgument.err(py, message)
 }
 
 /// A seed argument: 0 to 2**64 - 1.
@@ -184,7 +184,7 @@ pub(crate) fn from_py_json(
     value: &Bound<'_, PyAny>,
 ) -> PyResult<serde_json::Value> {
     let text = to_json(py, value)?;
-    serde_json::from_str(&text).map_err(|e| error_class(py, "FrognanoError", e.to_string()))
+    serde_json::from_str(&text).map_err(|e| Exception::Frognano.err(py, e.to_string()))
 }
 
 /// A Rust value as the Python object its JSON form parses to.
@@ -192,8 +192,8 @@ pub(crate) fn to_py<'py, T: serde::Serialize>(
     py: Python<'py>,
     value: &T,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let text = serde_json::to_string(value)
-        .map_err(|e| error_class(py, "FrognanoError", e.to_string()))?;
+    let text =
+        serde_json::to_string(value).map_err(|e| Exception::Frognano.err(py, e.to_string()))?;
     from_json(py, &text)
 }
 
@@ -229,19 +229,13 @@ pub(crate) fn task_from_py(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<
         Ok(s) => s,
         Err(_) => to_json(py, task)?,
     };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        error_class(
-            py,
-            "TaskError",
-            format!("a task must be a JSON object: {e}"),
-        )
-    })?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Exception::Task.err(py, format!("a task must be a JSON object: {e}")))?;
     if value.get("instance_id").is_some() && value.get("id").is_none() {
         return taskset::from_swe_bench(&value, std::path::Path::new("."))
-            .map_err(|m| error_class(py, "TaskError", format!("invalid task: {m}")));
+            .map_err(|m| Exception::Task.err(py, format!("invalid task: {m}")));
     }
-    taskset::parse_task(&text)
-        .map_err(|m| error_class(py, "TaskError", format!("invalid task: {m}")))
+    taskset::parse_task(&text).map_err(|m| Exception::Task.err(py, format!("invalid task: {m}")))
 }
 
 /// Tasks from an iterable of what [`task_from_py`] reads.
@@ -263,9 +257,8 @@ pub(crate) fn action_from_py(py: Python<'_>, action: &Bound<'_, PyAny>) -> PyRes
             text: to_json(py, action)?,
         });
     }
-    Err(error_class(
+    Err(Exception::InvalidArgument.err(
         py,
-        "InvalidArgumentError",
         format!(
             "an action is a str (a command) or a dict (a tool call), got {}",
             action.get_type().name()?

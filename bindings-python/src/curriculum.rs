@@ -22,7 +22,7 @@ use crate::convert::{
     ErrorSlot, PyComponent, from_py_json, invalid, lock, map_of, parse, run_interruptibly, seed_of,
     tasks_from_py, to_py,
 };
-use crate::errors::{error_class, synth_err, train_core_err, train_err};
+use crate::errors::{Exception, py_err};
 use crate::sandbox::{PySandbox, sandbox_of};
 
 /// Seed offset of the frontier's synthesizers, as `frognano train` uses.
@@ -150,7 +150,7 @@ pub(crate) fn task_source(
         if tasks.is_empty() {
             return Err(invalid(py, "the list of tasks is empty".into()));
         }
-        let curriculum = StaticCurriculum::new(tasks, 0).map_err(|e| train_err(py, e))?;
+        let curriculum = StaticCurriculum::new(tasks, 0).map_err(|e| py_err(py, e))?;
         return Ok(Box::new(curriculum));
     }
     if source.hasattr("propose")? && source.hasattr("feedback")? {
@@ -177,7 +177,7 @@ fn source_propose<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let tasks = py
         .detach(|| lock(source).propose(n))
-        .map_err(|e| train_core_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
     to_py(py, &tasks)
 }
 
@@ -188,7 +188,7 @@ fn source_feedback(
 ) -> PyResult<()> {
     let outcomes = outcomes_from_py(py, outcomes)?;
     py.detach(|| lock(source).feedback(&outcomes))
-        .map_err(|e| train_core_err(py, e))
+        .map_err(|e| py_err(py, e))
 }
 
 fn source_metrics<'py>(
@@ -205,7 +205,7 @@ fn source_state<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let state = py
         .detach(|| lock(source).state())
-        .map_err(|e| train_core_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
     to_py(py, &state)
 }
 
@@ -340,12 +340,9 @@ task_source_methods! {
             prior_strength: prior_strength.unwrap_or(d.prior_strength),
         };
         // Bad options fail before the (slow) intakes.
-        config.validate().map_err(|e| train_err(py, e))?;
+        config.validate().map_err(|e| py_err(py, e))?;
         if repos.is_empty() {
-            return Err(error_class(
-                py,
-                "ConfigError",
-                "the frontier needs at least one repository".into(),
+            return Err(Exception::Config.err(py, "the frontier needs at least one repository",
             ));
         }
         let synth_config = SynthConfig {
@@ -356,7 +353,7 @@ task_source_methods! {
             workers: synth_workers,
             ..SynthConfig::default()
         };
-        synth_config.validate().map_err(|e| synth_err(py, e))?;
+        synth_config.validate().map_err(|e| py_err(py, e))?;
         let exclude = task_ids(exclude.as_ref())?;
         // Task records name their repository by an absolute path, as load_tasks returns them.
         let repos: Vec<PathBuf> = repos
@@ -379,9 +376,9 @@ task_source_methods! {
                 })
                 .collect::<Result<Vec<_>, _>>()
         })?
-        .map_err(|e| synth_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
         let frontier = FrontierSynthesizer::new(synthesizers, config, exclude)
-            .map_err(|e| train_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         Ok(PyFrontierSynthesizer {
             inner: Arc::new(Mutex::new(frontier)),
         })
@@ -451,7 +448,7 @@ task_source_methods! {
             return Err(invalid(py, "the curriculum needs at least one task".into()));
         }
         let curriculum =
-            StaticCurriculum::new(tasks, seed_of(py, seed)?).map_err(|e| train_err(py, e))?;
+            StaticCurriculum::new(tasks, seed_of(py, seed)?).map_err(|e| py_err(py, e))?;
         Ok(PyStaticCurriculum {
             inner: Arc::new(Mutex::new(curriculum)),
         })
@@ -511,7 +508,7 @@ task_source_methods! {
             return Err(invalid(py, "the schedule needs at least one task".into()));
         }
         let schedule = EasyToHard::new(tasks, iterations, start_fraction, seed_of(py, seed)?)
-            .map_err(|e| train_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         Ok(PyEasyToHard {
             inner: Arc::new(Mutex::new(schedule)),
         })

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use frognano_core::Action;
-use frognano_env::{EnvConfig, EnvError, EnvPool, EvalSummary, RepoEnv, taskset};
+use frognano_env::{EnvConfig, EnvPool, RepoEnv, taskset};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::convert::{action_from_py, run_interruptibly, task_from_py, tasks_from_py, to_py};
-use crate::errors::{core_err, env_err, error_class};
+use crate::errors::{Exception, py_err};
 use crate::policy::evaluation_policy;
 use crate::sandbox::{PySandbox, sandbox_of};
 
@@ -27,7 +27,7 @@ fn config(
         observation_chars,
         ..EnvConfig::default()
     };
-    config.validate().map_err(|e| env_err(py, e))?;
+    config.validate().map_err(|e| py_err(py, e))?;
     Ok(config)
 }
 
@@ -61,7 +61,7 @@ impl PyRepoEnv {
     fn env(&mut self, py: Python<'_>) -> PyResult<&mut RepoEnv> {
         self.inner
             .as_mut()
-            .ok_or_else(|| error_class(py, "EpisodeError", "the environment is closed".into()))
+            .ok_or_else(|| Exception::Episode.err(py, "the environment is closed"))
     }
 }
 
@@ -77,7 +77,7 @@ impl PyRepoEnv {
         observation_chars: usize,
     ) -> PyResult<Self> {
         let config = config(py, max_steps, max_observation_chars, observation_chars)?;
-        let env = RepoEnv::new(sandbox_of(py, sandbox)?, config).map_err(|e| env_err(py, e))?;
+        let env = RepoEnv::new(sandbox_of(py, sandbox)?, config).map_err(|e| py_err(py, e))?;
         Ok(PyRepoEnv { inner: Some(env) })
     }
 
@@ -101,19 +101,17 @@ impl PyRepoEnv {
         ) {
             (Some(t), _) | (None, Some(t)) => t,
             (None, None) => {
-                return Err(error_class(
+                return Err(Exception::InvalidArgument.err(
                     py,
-                    "InvalidArgumentError",
-                    "reset needs a task: env.reset(task) or env.reset(options={'task': task})"
-                        .into(),
+                    "reset needs a task: env.reset(task) or env.reset(options={'task': task})",
                 ));
             }
         };
         let task = task_from_py(py, &task)?;
         let env = self.env(py)?;
         let cancel = Arc::new(AtomicBool::new(false));
-        let observation = run_interruptibly(py, &cancel, || env.reset_task(&task))?
-            .map_err(|e| env_err(py, e))?;
+        let observation =
+            run_interruptibly(py, &cancel, || env.reset_task(&task))?.map_err(|e| py_err(py, e))?;
         let info = PyDict::new(py);
         info.set_item("task_id", &task.id)?;
         if let Some(path) = self.env(py)?.workspace_path() {
@@ -132,7 +130,7 @@ impl PyRepoEnv {
         let env = self.env(py)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let result = run_interruptibly(py, &cancel, || env.step_action(&action))?
-            .map_err(|e| env_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         step_tuple(py, result)
     }
 
@@ -208,7 +206,7 @@ impl PyEnvPool {
     ) -> PyResult<Self> {
         let config = config(py, max_steps, max_observation_chars, observation_chars)?;
         let pool = EnvPool::new(sandbox_of(py, sandbox)?, num_envs, workers, config)
-            .map_err(|e| env_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         Ok(PyEnvPool { inner: pool })
     }
 
@@ -226,9 +224,8 @@ impl PyEnvPool {
     ) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
         let tasks = tasks_from_py(py, &tasks)?;
         if tasks.len() > self.inner.len() {
-            return Err(error_class(
+            return Err(Exception::InvalidArgument.err(
                 py,
-                "InvalidArgumentError",
                 format!(
                     "{} tasks for {} environments",
                     tasks.len(),
@@ -241,7 +238,7 @@ impl PyEnvPool {
         let results = run_interruptibly(py, &cancel, || pool.reset(&tasks))?;
         let mut out = Vec::new();
         for (task, result) in tasks.iter().zip(results) {
-            let observation = result.map_err(|e| env_err(py, e))?;
+            let observation = result.map_err(|e| py_err(py, e))?;
             let info = PyDict::new(py);
             info.set_item("task_id", &task.id)?;
             out.push((observation.text, info.into_any()));
@@ -271,7 +268,7 @@ impl PyEnvPool {
         })?;
         let mut out: Vec<Option<_>> = (0..actions.len()).map(|_| None).collect();
         for ((i, _), result) in indexed.iter().zip(results) {
-            out[*i] = Some(step_tuple(py, result.map_err(|e| env_err(py, e))?)?);
+            out[*i] = Some(step_tuple(py, result.map_err(|e| py_err(py, e))?)?);
         }
         Ok(out)
     }
@@ -291,9 +288,10 @@ impl PyEnvPool {
 ///
 /// Runs `policy` on every task through an EnvPool: "oracle", "noop", "random[:SEED]",
 /// "onnx:MODEL" (a local model folder or registry name), an OnnxPolicy, or any object with
-/// `act(contexts) -> actions`. Returns the summary dict (resolved_rate,
-/// recovery_rate, mean_steps, steps_per_s, ...) and the episode records; `out` also writes
-/// them as JSONL.
+/// `act(contexts) -> actions`. Returns the evaluation report (the dict `frognano eval --json`
+/// prints and C's `frognano_evaluate` returns: resolved_rate, recovery_rate, mean_steps,
+/// steps_per_s, wall_s, failed_tasks as {task_id, error} dicts, ...) and the episode records;
+/// `out` also writes them as JSONL.
 #[pyfunction]
 #[pyo3(signature = (tasks, policy=None, *, sandbox=None, workers=None, max_steps=30, out=None))]
 fn evaluate<'py>(
@@ -306,9 +304,6 @@ fn evaluate<'py>(
     out: Option<std::path::PathBuf>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let tasks = tasks_from_py(py, &tasks)?;
-    if tasks.is_empty() {
-        return Err(error_class(py, "InvalidArgumentError", "no tasks".into()));
-    }
     let mut policy = evaluation_policy(py, policy.as_ref(), &tasks)?;
     let config = config(
         py,
@@ -318,44 +313,30 @@ fn evaluate<'py>(
     )?;
     let sandbox = sandbox_of(py, sandbox)?;
     let mut pool = EnvPool::for_tasks(sandbox, tasks.len(), workers.unwrap_or(0), config)
-        .map_err(|e| env_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
     let cancel = Arc::new(AtomicBool::new(false));
-    let mut records = Vec::new();
-    let mut failures = Vec::new();
-    let stats = run_interruptibly(py, &cancel, || {
-        pool.rollout(
-            policy.as_mut(),
-            &tasks,
-            |r| records.push(r),
-            |t, e| failures.push(format!("{}: {e}", t.id)),
-        )
+    let (report, records) = run_interruptibly(py, &cancel, || {
+        frognano_env::evaluate(&mut pool, policy.as_mut(), &tasks, |_| {}, |_| {})
     })?
-    .map_err(|e| match e {
-        EnvError::Core(inner) => core_err(py, inner),
-        other => env_err(py, other),
-    })?;
+    .map_err(|e| py_err(py, e))?;
     if let Some(path) = &out {
         let mut text = String::new();
         for record in &records {
             text.push_str(
                 &serde_json::to_string(record)
-                    .map_err(|e| error_class(py, "FrognanoError", e.to_string()))?,
+                    .map_err(|e| Exception::Frognano.err(py, e.to_string()))?,
             );
             text.push('\n');
         }
-        taskset::write_atomically(path, text.as_bytes()).map_err(|e| env_err(py, e))?;
+        taskset::write_atomically(path, text.as_bytes()).map_err(|e| py_err(py, e))?;
     }
-    let summary = to_py(py, &EvalSummary::of(&records))?;
-    summary.set_item("steps_per_s", stats.steps_per_s())?;
-    summary.set_item("wall_s", stats.wall_s)?;
-    summary.set_item("failed_tasks", failures)?;
-    Ok((summary, to_py(py, &records)?))
+    Ok((to_py(py, &report)?, to_py(py, &records)?))
 }
 
 /// load_tasks(path) -> list of task dicts (repository paths resolved against the file).
 #[pyfunction]
 fn load_tasks<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, PyAny>> {
-    let tasks = taskset::load_tasks(&path).map_err(|e| env_err(py, e))?;
+    let tasks = taskset::load_tasks(&path).map_err(|e| py_err(py, e))?;
     to_py(py, &tasks)
 }
 
@@ -363,14 +344,14 @@ fn load_tasks<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<
 #[pyfunction]
 fn save_tasks(py: Python<'_>, path: std::path::PathBuf, tasks: Bound<'_, PyAny>) -> PyResult<()> {
     let tasks = tasks_from_py(py, &tasks)?;
-    taskset::save_tasks(&path, &tasks).map_err(|e| env_err(py, e))
+    taskset::save_tasks(&path, &tasks).map_err(|e| py_err(py, e))
 }
 
 /// to_swe_bench(task) -> dict in SWE-bench's field names (`patch` is the fix).
 #[pyfunction]
 fn to_swe_bench<'py>(py: Python<'py>, task: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let task = task_from_py(py, &task)?;
-    let value = taskset::to_swe_bench(&task).map_err(|e| env_err(py, e))?;
+    let value = taskset::to_swe_bench(&task).map_err(|e| py_err(py, e))?;
     to_py(py, &value)
 }
 
@@ -393,7 +374,7 @@ fn parse_action<'py>(py: Python<'py>, action: Bound<'py, PyAny>) -> PyResult<Bou
     let action = action_from_py(py, &action)?;
     match frognano_env::parse_action(&action) {
         Ok(request) => to_py(py, &request.to_tool_call()),
-        Err(e) => Err(error_class(py, "ActionError", e.message)),
+        Err(e) => Err(Exception::Action.err(py, e.message)),
     }
 }
 

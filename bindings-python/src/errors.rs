@@ -1,137 +1,166 @@
-//! Error mapping: the library crates' errors onto the `frognano` exception hierarchy.
+//! Errors: the exception classes of the package, named once, and the one mapping of the
+//! library's error kinds onto them.
 //!
-//! The classes are defined in Python (`frognano._errors`); a failure to import them raises
-//! the import error instead.
+//! The classes are declared once, in Python (`frognano/_errors.py`, where they can also derive
+//! from built-in exceptions such as `FileNotFoundError` and `ValueError`). [`Exception`] names
+//! each of them once on this side, and [`load`] looks every one up when the module is imported:
+//! a class missing from `_errors.py` fails the import, and a misspelt variant fails the build,
+//! never the first error that would raise it.
 
-use frognano_env::EnvError;
-use frognano_policy::llm::InferenceError;
-use frognano_sandbox::SandboxError;
-use frognano_synth::{MutateError, SynthError};
-use frognano_train::TrainError;
+use frognano_core::ErrorKind;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
 
-/// An exception of the class `class` of `frognano._errors` (a `RuntimeError` when that name is
-/// not a class).
-pub(crate) fn error_class(py: Python<'_>, class: &str, message: String) -> PyErr {
-    match py.import("frognano._errors").and_then(|m| m.getattr(class)) {
-        Ok(class) => PyErr::from_type(
-            class
-                .cast_into()
-                .unwrap_or_else(|_| py.get_type::<PyRuntimeError>()),
-            message,
-        ),
-        Err(import_error) => import_error,
+/// The exception classes of `frognano._errors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exception {
+    Frognano,
+    Setup,
+    SandboxFailure,
+    RepoNotFound,
+    Config,
+    Requirements,
+    InvalidArgument,
+    Task,
+    Episode,
+    Action,
+    Synthesis,
+    Training,
+    Inference,
+}
+
+impl Exception {
+    /// Every class, in the order [`load`] keeps them.
+    const ALL: [Exception; 13] = [
+        Exception::Frognano,
+        Exception::Setup,
+        Exception::SandboxFailure,
+        Exception::RepoNotFound,
+        Exception::Config,
+        Exception::Requirements,
+        Exception::InvalidArgument,
+        Exception::Task,
+        Exception::Episode,
+        Exception::Action,
+        Exception::Synthesis,
+        Exception::Training,
+        Exception::Inference,
+    ];
+
+    /// The class's name in `frognano._errors`.
+    fn class_name(self) -> &'static str {
+        match self {
+            Exception::Frognano => "FrognanoError",
+            Exception::Setup => "SetupError",
+            Exception::SandboxFailure => "SandboxFailure",
+            Exception::RepoNotFound => "RepoNotFoundError",
+            Exception::Config => "ConfigError",
+            Exception::Requirements => "RequirementsError",
+            Exception::InvalidArgument => "InvalidArgumentError",
+            Exception::Task => "TaskError",
+            Exception::Episode => "EpisodeError",
+            Exception::Action => "ActionError",
+            Exception::Synthesis => "SynthesisError",
+            Exception::Training => "TrainingError",
+            Exception::Inference => "InferenceError",
+        }
+    }
+
+    /// The class of an error kind; `None` for a cancelled call (a `KeyboardInterrupt`).
+    fn of_kind(kind: ErrorKind) -> Option<Exception> {
+        Some(match kind {
+            ErrorKind::Setup => Exception::Setup,
+            ErrorKind::Sandbox => Exception::SandboxFailure,
+            ErrorKind::NotFound => Exception::RepoNotFound,
+            ErrorKind::Config => Exception::Config,
+            ErrorKind::Requirements => Exception::Requirements,
+            ErrorKind::InvalidArgument => Exception::InvalidArgument,
+            ErrorKind::Task => Exception::Task,
+            ErrorKind::Episode => Exception::Episode,
+            ErrorKind::Action => Exception::Action,
+            ErrorKind::Synthesis => Exception::Synthesis,
+            ErrorKind::Training => Exception::Training,
+            ErrorKind::Inference => Exception::Inference,
+            ErrorKind::Cancelled => return None,
+            // Host I/O, a failing user component without an exception of its own, and any
+            // kind added later: the base class.
+            _ => Exception::Frognano,
+        })
+    }
+
+    /// An exception of this class with `message`.
+    pub(crate) fn err(self, py: Python<'_>, message: impl Into<String>) -> PyErr {
+        let message = message.into();
+        match CLASSES.get(py) {
+            Some(classes) => PyErr::from_type(classes[self as usize].bind(py).clone(), message),
+            // Only before the module finished importing, which raises nothing of its own.
+            None => PyRuntimeError::new_err(message),
+        }
     }
 }
 
-/// Maps a sandbox error to the `frognano` exception hierarchy (defined in `frognano._errors`).
-pub(crate) fn to_py_err(py: Python<'_>, err: SandboxError) -> PyErr {
-    let class = match &err {
-        SandboxError::Asset { .. } => "SetupError",
-        SandboxError::Runtime(_) => "SandboxFailure",
-        SandboxError::Repo { .. } => "RepoNotFoundError",
-        SandboxError::Config { .. } => "ConfigError",
-        SandboxError::Requirements { .. } => "RequirementsError",
-        SandboxError::InvalidOption(_) => "InvalidArgumentError",
-        SandboxError::Cancelled => {
-            return PyKeyboardInterrupt::new_err("cancelled");
+/// The classes of [`Exception::ALL`], looked up once.
+static CLASSES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
+
+/// Looks up every exception class in `frognano._errors`; called when the module is imported,
+/// so a missing class or one that is not an exception fails the import.
+pub(crate) fn load(py: Python<'_>) -> PyResult<()> {
+    let module = py.import("frognano._errors")?;
+    let base = py.get_type::<pyo3::exceptions::PyException>();
+    let mut classes = Vec::with_capacity(Exception::ALL.len());
+    for (index, exception) in Exception::ALL.iter().enumerate() {
+        debug_assert_eq!(*exception as usize, index);
+        let class = module
+            .getattr(exception.class_name())?
+            .cast_into::<PyType>()
+            .map_err(PyErr::from)?;
+        if !class.is_subclass(&base)? {
+            return Err(PyRuntimeError::new_err(format!(
+                "frognano._errors.{} is not an exception class",
+                exception.class_name()
+            )));
         }
-        _ => "FrognanoError",
+        classes.push(class.unbind());
+    }
+    let _ = CLASSES.set(py, classes);
+    Ok(())
+}
+
+/// An error of the library: it says what kind of failure it is.
+pub(crate) trait LibraryError: std::error::Error {
+    /// The error's kind.
+    fn kind(&self) -> ErrorKind;
+}
+
+macro_rules! library_errors {
+    ($($error:ty),* $(,)?) => {
+        $(
+            impl LibraryError for $error {
+                fn kind(&self) -> ErrorKind {
+                    <$error>::kind(self)
+                }
+            }
+        )*
     };
-    error_class(py, class, err.to_string())
 }
 
-/// Maps environment errors onto the exception hierarchy.
-pub(crate) fn env_err(py: Python<'_>, err: EnvError) -> PyErr {
-    match err {
-        EnvError::Sandbox(inner) => to_py_err(py, inner),
-        EnvError::TaskRecord { .. } | EnvError::Task { .. } | EnvError::Patch(_) => {
-            error_class(py, "TaskError", err.to_string())
-        }
-        EnvError::Repo { .. } => error_class(py, "RepoNotFoundError", err.to_string()),
-        EnvError::InvalidOption(_) => error_class(py, "InvalidArgumentError", err.to_string()),
-        EnvError::NoEpisode => error_class(py, "EpisodeError", err.to_string()),
-        other => error_class(py, "FrognanoError", other.to_string()),
-    }
-}
+library_errors!(
+    frognano_core::Error,
+    frognano_sandbox::SandboxError,
+    frognano_env::EnvError,
+    frognano_synth::SynthError,
+    frognano_synth::MutateError,
+    frognano_train::TrainError,
+    frognano_policy::llm::InferenceError,
+);
 
-/// Core errors out of an evaluation's rollouts: an invalid record is a `TaskError`, a failing
-/// local model an `InferenceError`, anything else a `FrognanoError`.
-pub(crate) fn core_err(py: Python<'_>, err: frognano_core::Error) -> PyErr {
-    match err {
-        frognano_core::Error::Invalid { .. } => error_class(py, "TaskError", err.to_string()),
-        ref failed if is_onnx_policy_failure(failed) => {
-            error_class(py, "InferenceError", err.to_string())
-        }
-        other => error_class(py, "FrognanoError", other.to_string()),
-    }
-}
-
-/// Core errors out of a trainer or task source: an invalid training configuration is a
-/// `ConfigError`, anything else a `TrainingError`.
-pub(crate) fn train_core_err(py: Python<'_>, err: frognano_core::Error) -> PyErr {
-    match &err {
-        frognano_core::Error::Invalid {
-            what: "training configuration",
-            ..
-        } => error_class(py, "ConfigError", err.to_string()),
-        failed if is_onnx_policy_failure(failed) => {
-            error_class(py, "InferenceError", err.to_string())
-        }
-        _ => error_class(py, "TrainingError", err.to_string()),
-    }
-}
-
-/// Whether a rollout failed because a local model policy did (frognano-policy reports its
-/// errors as this component).
-fn is_onnx_policy_failure(err: &frognano_core::Error) -> bool {
-    matches!(
-        err,
-        frognano_core::Error::Component {
-            component: "onnx policy",
-            ..
-        }
-    )
-}
-
-/// Maps local-model errors onto the exception hierarchy: an invalid request (options, prompts)
-/// is an `InvalidArgumentError`, everything else an `InferenceError`.
-pub(crate) fn inference_err(py: Python<'_>, err: InferenceError) -> PyErr {
-    let class = match &err {
-        InferenceError::InvalidRequest(_) => "InvalidArgumentError",
-        _ => "InferenceError",
-    };
-    error_class(py, class, err.to_string())
-}
-
-/// Maps synthesis errors onto the exception hierarchy: an unusable repository is a
-/// `SynthesisError`, a bad option an `InvalidArgumentError`, sandbox and environment errors
-/// keep their usual classes, and cancellation is a `KeyboardInterrupt`.
-pub(crate) fn synth_err(py: Python<'_>, err: SynthError) -> PyErr {
-    match err {
-        SynthError::Intake { .. } => error_class(py, "SynthesisError", err.to_string()),
-        SynthError::InvalidOption(_) | SynthError::Mutate(MutateError::UnknownOperator(_)) => {
-            error_class(py, "InvalidArgumentError", err.to_string())
-        }
-        SynthError::Mutate(_) => error_class(py, "SynthesisError", err.to_string()),
-        SynthError::Repo(inner) => env_err(py, inner.into()),
-        SynthError::Sandbox(inner) => to_py_err(py, inner),
-        SynthError::Cancelled => PyKeyboardInterrupt::new_err("cancelled"),
-    }
-}
-
-/// Maps training errors onto the exception hierarchy: an invalid configuration is a
-/// `ConfigError`, environment and synthesis failures keep their usual classes, cancellation is
-/// a `KeyboardInterrupt`, and the rest (checkpoints, no tasks, failing components) is a
-/// `TrainingError`.
-pub(crate) fn train_err(py: Python<'_>, err: TrainError) -> PyErr {
-    match err {
-        TrainError::Config(_) => error_class(py, "ConfigError", err.to_string()),
-        TrainError::Env(inner) => env_err(py, inner),
-        TrainError::Synth(inner) => synth_err(py, inner),
-        TrainError::Cancelled => PyKeyboardInterrupt::new_err("cancelled"),
-        TrainError::Core(inner) => train_core_err(py, inner),
-        other => error_class(py, "TrainingError", other.to_string()),
+/// The exception of a library error: the class of its kind, with its message; a cancelled
+/// call is a `KeyboardInterrupt`.
+pub(crate) fn py_err(py: Python<'_>, err: impl LibraryError) -> PyErr {
+    match Exception::of_kind(err.kind()) {
+        Some(class) => class.err(py, err.to_string()),
+        None => PyKeyboardInterrupt::new_err("cancelled"),
     }
 }

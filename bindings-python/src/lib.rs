@@ -25,6 +25,7 @@ mod train;
 #[pymodule]
 fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::load(m.py())?;
     sandbox::register(m)?;
     env::register(m)?;
     synth::register(m)?;

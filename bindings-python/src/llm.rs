@@ -24,13 +24,13 @@ use frognano_policy::llm::{
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::PyDict;
 use serde_json::Value;
 
 use crate::convert::{
     from_py_json, invalid, lock, output_json, progress_printer, seed_of, to_py, type_name,
 };
-use crate::errors::{error_class, inference_err};
+use crate::errors::{Exception, py_err};
 
 /// A count argument: 0 or more.
 pub(crate) fn count(py: Python<'_>, what: &str, value: i64) -> PyResult<usize> {
@@ -80,15 +80,14 @@ pub(crate) fn ensure_runtime(py: Python<'_>, explicit: Option<PathBuf>) -> PyRes
     let loaded = py
         .detach(|| runtime::init_runtime(library.as_deref()))
         .map_err(|err| match err {
-            InferenceError::Runtime(message) if from_package => error_class(
+            InferenceError::Runtime(message) if from_package => Exception::Inference.err(
                 py,
-                "InferenceError",
                 format!(
                     "ONNX Runtime: {message} (the library of this interpreter's onnxruntime \
                      package; pass runtime_library= or set FROGNANO_ORT_LIBRARY to use another)"
                 ),
             ),
-            other => inference_err(py, other),
+            other => py_err(py, other),
         })?;
     let _ = LOADED_RUNTIME.set(loaded.library.clone());
     Ok(())
@@ -111,30 +110,7 @@ pub(crate) fn resolve(
     let spec = spec.to_string_lossy().into_owned();
     let printer = progress_printer(progress);
     py.detach(|| assets::resolve_model(&spec, &printer))
-        .map_err(|err| inference_err(py, with_folder_hint(&spec, err)))
-}
-
-/// A folder that holds model folders (what make_tiny_model and fetch_model write) is named in
-/// the error for a folder without model.onnx.
-fn with_folder_hint(spec: &str, err: InferenceError) -> InferenceError {
-    let InferenceError::Model { path, message } = err else {
-        return err;
-    };
-    let inside: Vec<String> = assets::PRECISIONS
-        .iter()
-        .filter(|p| Path::new(spec).join(p).join("model.onnx").is_file())
-        .map(|p| p.to_string())
-        .collect();
-    if inside.is_empty() {
-        return InferenceError::Model { path, message };
-    }
-    InferenceError::Model {
-        message: format!(
-            "{message}; it holds the model folders {} (pass one of them)",
-            inside.join(", ")
-        ),
-        path,
-    }
+        .map_err(|err| py_err(py, err))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,8 +184,8 @@ fn policy_generation(
             "generation must be a dict of generation options",
         ));
     };
-    let mut merged = serde_json::to_value(&defaults)
-        .map_err(|e| error_class(py, "FrognanoError", e.to_string()))?;
+    let mut merged =
+        serde_json::to_value(&defaults).map_err(|e| Exception::Frognano.err(py, e.to_string()))?;
     if let Value::Object(map) = &mut merged {
         map.extend(given);
     }
@@ -238,16 +214,13 @@ impl PyOnnxPolicy {
             max_prompt_tokens: count(py, "max_prompt_tokens", max_prompt_tokens)?,
             intra_threads: count(py, "intra_threads", intra_threads)?,
         };
-        config
-            .generation
-            .validate()
-            .map_err(|e| inference_err(py, e))?;
+        config.generation.validate().map_err(|e| py_err(py, e))?;
         let dir = resolve(py, &model, progress)?;
         ensure_runtime(py, runtime_library)?;
         let load_config = config.clone();
         let policy = py
             .detach(|| OnnxPolicy::load(&dir, load_config))
-            .map_err(|e| inference_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         Ok(PyOnnxPolicy {
             inner: Arc::new(Mutex::new(policy)),
             config,
@@ -270,7 +243,7 @@ impl PyOnnxPolicy {
         let inner = &self.inner;
         let outputs = py
             .detach(|| lock(inner).reply(&contexts))
-            .map_err(|e| inference_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         let outputs: Vec<Value> = outputs.iter().map(output_json).collect();
         to_py(py, &outputs)
     }
@@ -292,7 +265,7 @@ impl PyOnnxPolicy {
         let context = context_from_py(py, &context)?;
         let inner = &self.inner;
         py.detach(|| lock(inner).prompt_ids(&context))
-            .map_err(|e| inference_err(py, e))
+            .map_err(|e| py_err(py, e))
     }
 
     /// The settings (dict: generation, system_prompt, max_prompt_tokens, intra_threads).
@@ -317,14 +290,6 @@ impl PyOnnxPolicy {
     }
 }
 
-/// The OnnxPolicy "onnx:MODEL" names: the default settings on a model folder or registry name.
-pub(crate) fn onnx_policy_named(py: Python<'_>, model: &str) -> PyResult<OnnxPolicy> {
-    let dir = resolve(py, &PyString::new(py, model).into_any(), None)?;
-    ensure_runtime(py, None)?;
-    py.detach(|| OnnxPolicy::load(&dir, OnnxPolicyConfig::default()))
-        .map_err(|e| inference_err(py, e))
-}
-
 // ---------------------------------------------------------------------------------------------
 // The registry.
 
@@ -345,7 +310,7 @@ fn fetch_model(py: Python<'_>, name: &str, progress: Option<Py<PyAny>>) -> PyRes
                 assets::fetch_model(name, &printer)
             }
         })
-        .map_err(|e| inference_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
     Ok(path_text(&dir))
 }
 
@@ -362,7 +327,7 @@ fn setup_inference<'py>(
     let printer = progress_printer(progress);
     let env = py
         .detach(|| assets::ensure_inference_env(false, &printer))
-        .map_err(|e| inference_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
     let dict = PyDict::new(py);
     dict.set_item("dir", path_text(&env.dir))?;
     dict.set_item("python", path_text(&env.python))?;
@@ -387,7 +352,7 @@ fn make_tiny_model(
     let out_dir = std::path::absolute(&out_dir).unwrap_or(out_dir);
     let printer = progress_printer(progress);
     py.detach(|| assets::make_tiny_model(&out_dir, seed, &printer))
-        .map_err(|e| inference_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
     Ok(path_text(&out_dir.join("fp32")))
 }
 

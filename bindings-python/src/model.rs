@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde_json::{Value, json};
 
 use crate::convert::{from_py_json, invalid, lock, seed_of, to_py, type_name};
-use crate::errors::inference_err;
+use crate::errors::py_err;
 use crate::llm::{LOADED_RUNTIME, count, ensure_runtime, path_text, resolve};
 
 fn config_json(config: &ModelConfig) -> Value {
@@ -74,7 +74,7 @@ fn options(
         stop,
         stop_token_ids,
     };
-    options.validate().map_err(|e| inference_err(py, e))?;
+    options.validate().map_err(|e| py_err(py, e))?;
     Ok(options)
 }
 
@@ -191,7 +191,7 @@ impl PyLocalModel {
                 })
                 .collect::<Result<Vec<_>, _>>()
         })
-        .map_err(|e| inference_err(py, e))
+        .map_err(|e| py_err(py, e))
     }
 
     fn run<'py>(
@@ -203,7 +203,7 @@ impl PyLocalModel {
         let (model, codec) = (&self.model, &self.codec);
         let (generations, timing) = py
             .detach(|| generate(&mut lock(model), codec, &prompts, &options))
-            .map_err(|e| inference_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         *lock(&self.timing) = Some(timing);
         generations
             .into_iter()
@@ -234,7 +234,7 @@ impl PyLocalModel {
             .detach(|| -> Result<_, InferenceError> {
                 Ok((DecoderModel::load(&dir, &options)?, TextCodec::load(&dir)?))
             })
-            .map_err(|e| inference_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         Ok(PyLocalModel {
             config: model.config.clone(),
             model: Mutex::new(model),
@@ -349,7 +349,7 @@ impl PyLocalModel {
                     .map(|c| codec.encode(&codec.render_chat(c, true)?))
                     .collect::<Result<Vec<_>, _>>()
             })
-            .map_err(|e| inference_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         let mut replies = self.run(py, prompts, options)?;
         if single {
             Ok(replies.remove(0).into_any())
@@ -361,8 +361,7 @@ impl PyLocalModel {
     /// encode(text) -> list of token ids (special-token markup recognised, nothing added).
     fn encode(&self, py: Python<'_>, text: String) -> PyResult<Vec<u32>> {
         let codec = &self.codec;
-        py.detach(|| codec.encode(&text))
-            .map_err(|e| inference_err(py, e))
+        py.detach(|| codec.encode(&text)).map_err(|e| py_err(py, e))
     }
 
     /// decode(ids, skip_special=True) -> str; special tokens are dropped when skip_special.
@@ -370,7 +369,7 @@ impl PyLocalModel {
     fn decode(&self, py: Python<'_>, ids: Vec<u32>, skip_special: bool) -> PyResult<String> {
         let codec = &self.codec;
         py.detach(|| codec.decode(&ids, skip_special))
-            .map_err(|e| inference_err(py, e))
+            .map_err(|e| py_err(py, e))
     }
 
     /// render_chat(messages, add_generation_prompt=True) -> str
@@ -388,7 +387,7 @@ impl PyLocalModel {
         let messages = messages_from_py(py, &messages)?;
         let codec = &self.codec;
         py.detach(|| codec.render_chat(&messages, add_generation_prompt))
-            .map_err(|e| inference_err(py, e))
+            .map_err(|e| py_err(py, e))
     }
 
     /// full_logits(ids, *, as_bytes=False) -> list of lists of floats, or (bytes, (seq, vocab))
@@ -435,7 +434,7 @@ impl PyLocalModel {
         let model = &self.model;
         let logits = py
             .detach(|| lock(model).full_logits(&ids))
-            .map_err(|e| inference_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         let seq = logits.len() / vocab.max(1);
         if as_bytes {
             let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_ne_bytes()).collect();

@@ -10,7 +10,7 @@ use frognano_core::{
     ErrorKind, LearnStats, Learner, LearningPolicy, Policy, PolicyContext, PolicyOutput, Task,
     TrainingBatch,
 };
-use frognano_policy::{RepairConfig, RepairPolicy, feature_names};
+use frognano_policy::{PolicySpec, RepairConfig, RepairPolicy, feature_names};
 use frognano_sandbox::CancelFlag;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -20,8 +20,8 @@ use crate::convert::{
     ErrorSlot, PyComponent, from_py_json, invalid, lock, map_of, output_json, outputs_from_py,
     parse, seed_of, to_py,
 };
-use crate::errors::train_core_err;
-use crate::llm::{PyOnnxPolicy, onnx_policy_named};
+use crate::errors::py_err;
+use crate::llm::{PyOnnxPolicy, ensure_runtime};
 
 // ---------------------------------------------------------------------------------------------
 // Adapters.
@@ -122,10 +122,13 @@ impl<P: Learner + ?Sized> Learner for Interruptible<P> {
 /// A policy named by a string: "onnx:MODEL" (an OnnxPolicy with the default settings on a
 /// model folder or registry name) or a baseline ("oracle", "noop", "random[:SEED]", ...).
 fn policy_from_spec(py: Python<'_>, spec: &str, tasks: &[Task]) -> PyResult<Box<dyn Policy>> {
-    if let Some(model) = spec.strip_prefix("onnx:") {
-        return Ok(Box::new(onnx_policy_named(py, model)?));
+    let spec: PolicySpec = spec.parse().map_err(|e| py_err(py, e))?;
+    if matches!(spec, PolicySpec::Onnx { .. }) {
+        // The runtime library may come from this interpreter's onnxruntime package.
+        ensure_runtime(py, None)?;
     }
-    frognano_policy::policy_from_spec(spec, tasks, &|_| {}).map_err(|e| invalid(py, e.to_string()))
+    py.detach(|| spec.build(tasks, &|_| {}))
+        .map_err(|e| py_err(py, e))
 }
 
 /// The policy `evaluate` runs: "oracle" when none is given, an `OnnxPolicy` object, a name
@@ -327,7 +330,7 @@ impl PyRepairPolicy {
             parse(py, "policy contexts", from_py_json(py, &contexts)?)?;
         let outputs = self
             .with(py, |p| p.act(&contexts))
-            .map_err(|e| train_core_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         let outputs: Vec<Value> = outputs.iter().map(output_json).collect();
         to_py(py, &outputs)
     }
@@ -345,15 +348,13 @@ impl PyRepairPolicy {
         )?;
         let stats = self
             .with(py, |p| p.learn(&batch))
-            .map_err(|e| train_core_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         to_py(py, &stats)
     }
 
     /// state() -> dict: weights by feature, optimiser moments, updates and config.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let state = self
-            .with(py, |p| p.state())
-            .map_err(|e| train_core_err(py, e))?;
+        let state = self.with(py, |p| p.state()).map_err(|e| py_err(py, e))?;
         to_py(py, &state)
     }
 

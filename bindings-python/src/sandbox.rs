@@ -11,10 +11,10 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::convert::{progress_printer, run_interruptibly};
-use crate::errors::to_py_err;
+use crate::errors::py_err;
 
 fn invalid(py: Python<'_>, message: String) -> PyErr {
-    to_py_err(py, SandboxError::InvalidOption(message))
+    py_err(py, SandboxError::InvalidOption(message))
 }
 
 /// One test's result.
@@ -192,7 +192,7 @@ pub(crate) fn sandbox_of(
         None => py
             .detach(|| Sandbox::new(SandboxOptions::default(), &|_| {}))
             .map(Arc::new)
-            .map_err(|e| to_py_err(py, e)),
+            .map_err(|e| py_err(py, e)),
     }
 }
 
@@ -219,7 +219,7 @@ impl PySandbox {
             ..SandboxOptions::default()
         };
         if let Some(image) = image {
-            options.image = ImageKind::parse(image).map_err(|e| to_py_err(py, e))?;
+            options.image = ImageKind::parse(image).map_err(|e| py_err(py, e))?;
         }
         if let Some(disk_mb) = disk_mb {
             options.disk_mb = at_least_one(py, "disk_mb", disk_mb)? as u64;
@@ -230,7 +230,7 @@ impl PySandbox {
         let printer = progress_printer(progress);
         let sandbox = py
             .detach(|| Sandbox::new(options, &printer))
-            .map_err(|e| to_py_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         Ok(PySandbox {
             inner: Arc::new(sandbox),
         })
@@ -274,7 +274,7 @@ impl PySandbox {
         let result = run_interruptibly(py, &cancel, move || sandbox.run_tests(&repo, &request))?;
         result
             .map(|inner| PyTestReport { inner })
-            .map_err(|e| to_py_err(py, e))
+            .map_err(|e| py_err(py, e))
     }
 
     /// run_tests_many(repos, pytest_args=(), *, timeout=None, memory_mb=None, output_bytes=None)
@@ -300,7 +300,7 @@ impl PySandbox {
             .into_iter()
             .map(|r| {
                 r.map(|inner| PyTestReport { inner })
-                    .map_err(|e| to_py_err(py, e))
+                    .map_err(|e| py_err(py, e))
             })
             .collect()
     }

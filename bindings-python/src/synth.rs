@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::convert::{invalid, run_interruptibly, seed_of, to_py};
-use crate::errors::synth_err;
+use crate::errors::py_err;
 use crate::sandbox::{PySandbox, sandbox_of};
 
 /// A count argument: `min` or more.
@@ -77,7 +77,7 @@ impl PySynthesizer {
         self.inner.set_cancel_flag(cancel.clone());
         let synth = &mut self.inner;
         let tasks = run_interruptibly(py, &cancel, || synth.generate_request(request, &|_| {}))?
-            .map_err(|e| synth_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         to_py(py, &tasks)
     }
 }
@@ -111,7 +111,7 @@ impl PySynthesizer {
             seed: seed_of(py, seed)?,
             operators: operators.unwrap_or_default(),
             max_bugs: count(py, "max_bugs", max_bugs, 1)?,
-            scope: CombineScope::parse(scope).map_err(|e| synth_err(py, e))?,
+            scope: CombineScope::parse(scope).map_err(|e| py_err(py, e))?,
             hint_levels: hint_levels_of(py, &hint_levels)?,
             workers: match workers {
                 Some(w) => count(py, "workers", w, 1)?,
@@ -127,7 +127,7 @@ impl PySynthesizer {
             },
         };
         // Bad options fail before the (slow) intake.
-        config.validate().map_err(|e| synth_err(py, e))?;
+        config.validate().map_err(|e| py_err(py, e))?;
         // Task records name the repository by an absolute path, as load_tasks returns them.
         let repo = std::path::absolute(&repo).unwrap_or(repo);
         let sandbox = sandbox_of(py, sandbox)?;
@@ -137,7 +137,7 @@ impl PySynthesizer {
         let inner = run_interruptibly(py, &cancel, move || {
             Synthesizer::new_cancellable(sandbox, &repo, config, Some(flag))
         })?
-        .map_err(|e| synth_err(py, e))?;
+        .map_err(|e| py_err(py, e))?;
         Ok(PySynthesizer { inner })
     }
 

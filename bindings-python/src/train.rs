@@ -29,7 +29,7 @@ use crate::convert::{
     ErrorSlot, from_py_json, invalid, lock, run_interruptibly, tasks_from_py, to_py,
 };
 use crate::curriculum::task_source;
-use crate::errors::{error_class, train_core_err, train_err};
+use crate::errors::{Exception, py_err};
 use crate::policy::{Interruptible, acting_policy, learning_policy};
 use crate::sandbox::{PySandbox, sandbox_of};
 
@@ -145,7 +145,7 @@ impl PyGrpoTrainer {
         let config = TrainerConfig {
             tasks_per_iteration: tasks_per_iteration.unwrap_or(d.tasks_per_iteration),
             group_size: group_size.unwrap_or(d.group_size),
-            estimator: Estimator::parse(estimator).map_err(|e| train_err(py, e))?,
+            estimator: Estimator::parse(estimator).map_err(|e| py_err(py, e))?,
             drop_zero_variance: drop_zero_variance.unwrap_or(d.drop_zero_variance),
             workers: workers.unwrap_or(d.workers),
             envs: d.envs,
@@ -154,7 +154,7 @@ impl PyGrpoTrainer {
                 ..d.env
             },
         };
-        config.validate().map_err(|e| train_err(py, e))?;
+        config.validate().map_err(|e| py_err(py, e))?;
         let slot: ErrorSlot = Arc::default();
         let cancel: CancelFlag = Arc::default();
         let learner = Box::new(Interruptible {
@@ -165,7 +165,7 @@ impl PyGrpoTrainer {
         let sandbox = sandbox_of(py, sandbox)?;
         let mut trainer = py
             .detach(|| GrpoTrainer::new(sandbox, learner, source, config))
-            .map_err(|e| train_err(py, e))?;
+            .map_err(|e| py_err(py, e))?;
         trainer.set_cancel_flag(cancel.clone());
         if let Some(path) = metrics_file {
             trainer.set_metrics_file(path);
@@ -187,7 +187,7 @@ impl PyGrpoTrainer {
     /// stats), synthesizer (its metrics) and more. A Python exception raised by the policy,
     /// learner or synthesizer propagates as itself.
     fn iterate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let metrics = Self::settle(self.run(py, |t| t.iterate())?, |e| train_core_err(py, e))?;
+        let metrics = Self::settle(self.run(py, |t| t.iterate())?, |e| py_err(py, e))?;
         to_py(py, &metrics)
     }
 
@@ -212,7 +212,7 @@ impl PyGrpoTrainer {
             inner: acting_policy(py, &policy, &tasks, &self.slot)?,
         };
         let outcome = self.run(py, |t| t.evaluate(&mut policy, &tasks, |_| {}))?;
-        let (summary, records) = Self::settle(outcome, |e| train_err(py, e))?;
+        let (summary, records) = Self::settle(outcome, |e| py_err(py, e))?;
         Ok((to_py(py, &summary)?, to_py(py, &records)?))
     }
 
@@ -220,13 +220,13 @@ impl PyGrpoTrainer {
     /// so far (JSON, replaced atomically).
     fn save_checkpoint(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         Self::settle(self.run(py, |t| t.save_checkpoint(&path))?, |e| {
-            train_err(py, e)
+            py_err(py, e)
         })
     }
 
     /// resume(path): restores a checkpoint; the next iteration continues where it stopped.
     fn resume(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        Self::settle(self.run(py, |t| t.resume(&path))?, |e| train_err(py, e))
+        Self::settle(self.run(py, |t| t.resume(&path))?, |e| py_err(py, e))
     }
 
     /// Metrics of every iteration so far (list of dicts, restored ones included).
@@ -293,7 +293,7 @@ impl PyGrpoTrainer {
 #[pyfunction]
 #[pyo3(signature = (rewards, estimator="grpo"))]
 fn group_advantages(py: Python<'_>, rewards: Vec<f64>, estimator: &str) -> PyResult<Vec<f64>> {
-    let estimator = Estimator::parse(estimator).map_err(|e| train_err(py, e))?;
+    let estimator = Estimator::parse(estimator).map_err(|e| py_err(py, e))?;
     Ok(frognano_train::group_advantages(&rewards, estimator))
 }
 
@@ -365,11 +365,7 @@ fn train<'py>(
         Some(c) if c.is_instance_of::<PyDict>() => {
             let mut config: TrainConfig =
                 serde_json::from_value(from_py_json(py, &c)?).map_err(|e| {
-                    error_class(
-                        py,
-                        "ConfigError",
-                        format!("invalid training configuration: {e}"),
-                    )
+                    Exception::Config.err(py, format!("invalid training configuration: {e}"))
                 })?;
             for repo in &mut config.repos {
                 *repo = std::path::absolute(&*repo).unwrap_or_else(|_| repo.clone());
@@ -378,7 +374,7 @@ fn train<'py>(
         }
         Some(c) => {
             let path: PathBuf = c.extract()?;
-            TrainConfig::from_file(&path).map_err(|e| train_err(py, e))?
+            TrainConfig::from_file(&path).map_err(|e| py_err(py, e))?
         }
     };
     if out.is_some() {
@@ -386,14 +382,13 @@ fn train<'py>(
     }
     if config.repos.is_empty() {
         let base = std::env::current_dir()
-            .map_err(|e| error_class(py, "ConfigError", e.to_string()))?
+            .map_err(|e| Exception::Config.err(py, e.to_string()))?
             .join("examples")
             .join("repos");
         let bundled: Vec<PathBuf> = BUNDLED_REPOS.iter().map(|r| base.join(r)).collect();
         if let Some(missing) = bundled.iter().find(|r| !r.is_dir()) {
-            return Err(error_class(
+            return Err(Exception::Config.err(
                 py,
-                "ConfigError",
                 format!(
                     "no repositories given and the bundled {} is not there: name repos in the \
                      config, or run from the root of a FrogNano checkout",
@@ -403,7 +398,7 @@ fn train<'py>(
         }
         config.repos = bundled;
     }
-    config.validate().map_err(|e| train_err(py, e))?;
+    config.validate().map_err(|e| py_err(py, e))?;
     let sandbox = sandbox_of(py, sandbox)?;
     let cancel: CancelFlag = Arc::default();
     let flag = cancel.clone();
@@ -412,7 +407,7 @@ fn train<'py>(
         let pools = frognano_train::prepare_pools(&sandbox, &config, &mut observer)?;
         frognano_train::run(&sandbox, &config, &pools, &mut observer, Some(flag))
     })?
-    .map_err(|e| train_err(py, e))?;
+    .map_err(|e| py_err(py, e))?;
     to_py(py, &report)
 }
 

@@ -101,7 +101,7 @@ fn list_operators() {
     table.load_preset(UTF8_FULL_CONDENSED);
     table.set_header(vec!["operator", "family", "what it does"]);
     for op in frognano_synth::operators() {
-        table.add_row(vec![op.name, op.family, op.description]);
+        table.add_row(vec![op.name, op.origin, op.description]);
     }
     println!("{table}");
 }

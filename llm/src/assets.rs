@@ -410,17 +410,28 @@ pub fn resolve_model(spec: &str, progress: Progress<'_>) -> Result<PathBuf> {
         None => (spec, None),
     };
     if known_model(name).is_none() {
-        return Err(InferenceError::model(
-            path,
-            format!(
-                "not a model folder (no model.onnx) and not a known model name (known: {})",
-                KNOWN_MODELS
-                    .iter()
-                    .map(|m| m.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
+        let mut message = format!(
+            "not a model folder (no model.onnx) and not a known model name (known: {})",
+            KNOWN_MODELS
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        // A folder that holds model folders (what `fetch_model` and the tiny-model writer
+        // make): name the ones inside.
+        let inside: Vec<&str> = PRECISIONS
+            .iter()
+            .copied()
+            .filter(|p| path.join(p).join("model.onnx").is_file())
+            .collect();
+        if !inside.is_empty() {
+            message.push_str(&format!(
+                "; it holds the model folders {} (pass one of them)",
+                inside.join(", ")
+            ));
+        }
+        return Err(InferenceError::model(path, message));
     }
     let precision = precision.unwrap_or(PRECISIONS[0]);
     if !PRECISIONS.contains(&precision) {

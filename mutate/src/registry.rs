@@ -15,11 +15,12 @@ pub struct OperatorInfo {
     /// One-line description of what the operator does.
     pub description: &'static str,
     /// Where the operator comes from: `"swe-smith"` for the SWE-smith procedural operators,
-    /// `"extra"` for the others (the field keeps its published name, `family`).
-    pub family: &'static str,
+    /// `"extra"` for the others. Serialised under its published key, `family`.
+    #[serde(rename = "family")]
+    pub origin: &'static str,
 }
 
-/// Where an operator comes from (the [`OperatorInfo::family`] it is listed with).
+/// Where an operator comes from (the [`OperatorInfo::origin`] it is listed with).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Origin {
     /// One of SWE-smith's procedural operators.
@@ -29,7 +30,7 @@ enum Origin {
 }
 
 impl Origin {
-    /// The name [`OperatorInfo::family`] shows.
+    /// The name [`OperatorInfo::origin`] shows.
     const fn label(self) -> &'static str {
         match self {
             Origin::SweSmith => "swe-smith",
@@ -80,7 +81,7 @@ macro_rules! operator_registry {
                 OperatorInfo {
                     name: $name,
                     description: $description,
-                    family: Origin::$origin.label(),
+                    origin: Origin::$origin.label(),
                 },
             )+
         ];
@@ -144,7 +145,7 @@ mod tests {
         let names: HashSet<_> = operators().iter().map(|o| o.name).collect();
         assert_eq!(names.len(), OPERATOR_COUNT);
         for o in operators() {
-            assert!(matches!(o.family, "swe-smith" | "extra"), "{}", o.name);
+            assert!(matches!(o.origin, "swe-smith" | "extra"), "{}", o.name);
             assert!(!o.description.is_empty());
         }
     }
