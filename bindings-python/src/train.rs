@@ -29,12 +29,10 @@ use crate::convert::{
     ErrorSlot, from_py_json, invalid, lock, run_interruptibly, tasks_from_py, to_py,
 };
 use crate::curriculum::task_source;
-use crate::errors::{Exception, py_err};
+use crate::errors::py_err;
 use crate::policy::{Interruptible, acting_policy, learning_policy};
 use crate::sandbox::{PySandbox, sandbox_of};
 
-/// The bundled repositories `train()` uses when the configuration names none.
-const BUNDLED_REPOS: &[&str] = &["textkit", "tinyparse", "ordstructs"];
 
 // ---------------------------------------------------------------------------------------------
 // GrpoTrainer.
@@ -304,13 +302,7 @@ fn group_advantages(py: Python<'_>, rewards: Vec<f64>, estimator: &str) -> PyRes
 #[pyfunction]
 #[pyo3(signature = (p, target=0.5))]
 fn learnability(py: Python<'_>, p: f64, target: f64) -> PyResult<f64> {
-    if !(target > 0.0 && target < 1.0) {
-        return Err(invalid(
-            py,
-            format!("target must lie strictly between 0 and 1, got {target}"),
-        ));
-    }
-    Ok(frognano_train::learnability(p, target))
+    frognano_train::checked_learnability(p, target).map_err(|e| py_err(py, e))
 }
 
 /// Reports a training job's stages and iterations to a Python callable.
@@ -346,9 +338,10 @@ impl RunObserver for PyObserver {
 /// The whole training job behind `frognano train`: synthesize a held-out set (and, for the
 /// static and easy-to-hard curricula, a training set), train the repair policy with the
 /// configured curriculum, and evaluate it on the held-out set before and after. config: a dict
-/// of TrainConfig fields or the path of a TOML file (None: the defaults). Without repositories,
-/// the bundled examples/repos/{textkit,tinyparse,ordstructs} under the current directory are
-/// used. out: output directory (metrics.jsonl, checkpoint.json, held_out.jsonl, eval.jsonl;
+/// of TrainConfig fields (read strictly: an unknown key at any depth is a ConfigError) or the
+/// path of a TOML file (None: the defaults). Without repositories, the bundled
+/// examples/repos/{textkit,tinyparse,ordstructs} are used (under the current directory, else
+/// the source tree the package was built from), as `frognano train` does. out: output directory (metrics.jsonl, checkpoint.json, held_out.jsonl, eval.jsonl;
 /// an existing checkpoint is resumed). progress: a callable receiving (event, data) for
 /// "stage" ({"name"}) and "iteration" (the metrics). Returns the TrainReport as a dict.
 #[pyfunction]
@@ -363,14 +356,7 @@ fn train<'py>(
     let mut config = match config {
         None => TrainConfig::default(),
         Some(c) if c.is_instance_of::<PyDict>() => {
-            let mut config: TrainConfig =
-                serde_json::from_value(from_py_json(py, &c)?).map_err(|e| {
-                    Exception::Config.err(py, format!("invalid training configuration: {e}"))
-                })?;
-            for repo in &mut config.repos {
-                *repo = std::path::absolute(&*repo).unwrap_or_else(|_| repo.clone());
-            }
-            config
+            TrainConfig::from_json(from_py_json(py, &c)?).map_err(|e| py_err(py, e))?
         }
         Some(c) => {
             let path: PathBuf = c.extract()?;
@@ -380,24 +366,7 @@ fn train<'py>(
     if out.is_some() {
         config.out = out;
     }
-    if config.repos.is_empty() {
-        let base = std::env::current_dir()
-            .map_err(|e| Exception::Config.err(py, e.to_string()))?
-            .join("examples")
-            .join("repos");
-        let bundled: Vec<PathBuf> = BUNDLED_REPOS.iter().map(|r| base.join(r)).collect();
-        if let Some(missing) = bundled.iter().find(|r| !r.is_dir()) {
-            return Err(Exception::Config.err(
-                py,
-                format!(
-                    "no repositories given and the bundled {} is not there: name repos in the \
-                     config, or run from the root of a FrogNano checkout",
-                    missing.display()
-                ),
-            ));
-        }
-        config.repos = bundled;
-    }
+    let config = config.or_bundled_repos().map_err(|e| py_err(py, e))?;
     config.validate().map_err(|e| py_err(py, e))?;
     let sandbox = sandbox_of(py, sandbox)?;
     let cancel: CancelFlag = Arc::default();

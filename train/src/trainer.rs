@@ -225,21 +225,20 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
         tasks: &[Task],
         mut on_episode: impl FnMut(&EpisodeRecord),
     ) -> Result<(EvalSummary, Vec<EpisodeRecord>)> {
-        let mut records = Vec::new();
-        let mut failed = Vec::new();
-        self.pool.rollout(
-            policy,
-            tasks,
-            |r| {
-                on_episode(&r);
-                records.push(r)
-            },
-            |t, e| failed.push(format!("{}: {e}", t.id)),
-        )?;
-        if records.is_empty() && !failed.is_empty() {
+        if tasks.is_empty() {
+            return Ok((EvalSummary::default(), Vec::new()));
+        }
+        let (report, records) =
+            frognano_env::evaluate(&mut self.pool, policy, tasks, |r| on_episode(r), |_| {})?;
+        if records.is_empty() && !report.failed_tasks.is_empty() {
+            let failed: Vec<String> = report
+                .failed_tasks
+                .iter()
+                .map(|f| format!("{}: {}", f.task_id, f.error))
+                .collect();
             return Err(TrainError::NoTasks(failed.join("; ")));
         }
-        Ok((EvalSummary::of(&records), records))
+        Ok((report.summary, records))
     }
 
     /// Writes the policy's and the synthesizer's state and the metrics so far to `path`.
