@@ -33,7 +33,6 @@ use crate::errors::py_err;
 use crate::policy::{Interruptible, acting_policy, learning_policy};
 use crate::sandbox::{PySandbox, sandbox_of};
 
-
 // ---------------------------------------------------------------------------------------------
 // GrpoTrainer.
 
