@@ -25,12 +25,9 @@ pub enum AssetError {
     },
 }
 
-impl AssetError {
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
-        let context = context.into();
-        move |source| AssetError::Io { context, source }
-    }
+frognano_core::impl_io_constructor!(pub(crate) AssetError);
 
+impl AssetError {
     /// What sort of failure this is: fetch and verification failures are setup failures, I/O
     /// failures are I/O failures.
     pub fn kind(&self) -> ErrorKind {
@@ -41,12 +38,7 @@ impl AssetError {
     }
 }
 
-impl From<AssetError> for frognano_core::Error {
-    fn from(err: AssetError) -> Self {
-        let kind = err.kind();
-        frognano_core::Error::component("assets", kind, err)
-    }
-}
+frognano_core::impl_into_component_error!(AssetError, "assets");
 
 /// `Result` with [`AssetError`].
 pub type Result<T, E = AssetError> = std::result::Result<T, E>;

@@ -222,17 +222,21 @@ pub fn ensure_dir(dir: &Path) -> Result<&Path> {
     Ok(dir)
 }
 
+/// Opens the zip archive at `path` (a `what`: "zip", "wheel"), failing if it is not one.
+fn open_zip(path: &Path, what: &str) -> Result<zip::ZipArchive<fs::File>> {
+    let file = fs::File::open(path).map_err(AssetError::io(format!("open {}", path.display())))?;
+    zip::ZipArchive::new(file).map_err(|e| AssetError::Fetch {
+        name: path.display().to_string(),
+        message: format!("not a valid {what}: {e}"),
+    })
+}
+
 /// Extracts one member of a zip archive to `dest`, atomically, checking its sha256.
 pub fn extract_member(archive: &Path, member: &str, dest: &Path, sha256: &str) -> Result<()> {
     if dest.is_file() && sha256_file(dest)? == sha256 {
         return Ok(());
     }
-    let file =
-        fs::File::open(archive).map_err(AssetError::io(format!("open {}", archive.display())))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| AssetError::Fetch {
-        name: archive.display().to_string(),
-        message: format!("not a valid zip: {e}"),
-    })?;
+    let mut zip = open_zip(archive, "zip")?;
     let mut entry = zip.by_name(member).map_err(|e| AssetError::Fetch {
         name: archive.display().to_string(),
         message: format!("member {member} missing: {e}"),
@@ -268,12 +272,7 @@ pub fn extract_member(archive: &Path, member: &str, dest: &Path, sha256: &str) -
 
 /// Unpacks every file of a wheel into `dest` (a site-packages style directory).
 pub fn unpack_wheel(wheel: &Path, dest: &Path) -> Result<()> {
-    let file =
-        fs::File::open(wheel).map_err(AssetError::io(format!("open {}", wheel.display())))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| AssetError::Fetch {
-        name: wheel.display().to_string(),
-        message: format!("not a valid wheel: {e}"),
-    })?;
+    let mut zip = open_zip(wheel, "wheel")?;
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i).map_err(|e| AssetError::Fetch {
             name: wheel.display().to_string(),

@@ -1,7 +1,6 @@
 //! The agent environment: task sets, the environment handle, its steps and episode records.
 
 use std::ffi::{CString, c_char};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::ptr;
 use std::sync::Arc;
@@ -10,7 +9,10 @@ use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvError, RepoEnv, taskset};
 
 use crate::error::{FrognanoError, FrognanoErrorCode};
-use crate::ffi::{c_string, guard, guard_value, out_arg, str_arg, to_json, write_string};
+use crate::ffi::{
+    HandleArg, HandleArgMut, c_string, free_handle, guard, out_arg, read_handle, str_arg, to_json,
+    write_handle, write_json, write_string,
+};
 use crate::sandbox::FrognanoSandbox;
 
 /// An immutable set of bug-fix tasks, read from a JSONL file by `frognano_tasks_load` or made
@@ -47,9 +49,8 @@ pub unsafe extern "C" fn frognano_tasks_load(
         let path = unsafe { str_arg(path, "path") }?;
         out_arg(out, "out")?;
         let tasks = taskset::load_tasks(Path::new(path))?;
-        let handle = Box::into_raw(Box::new(FrognanoTaskSet { tasks }));
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe { write_handle(out, FrognanoTaskSet { tasks }) };
         Ok(())
     })
 }
@@ -63,10 +64,8 @@ pub unsafe extern "C" fn frognano_tasks_load(
 /// `tasks` must be `NULL` or a task set returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_task_set_len(tasks: *const FrognanoTaskSet) -> usize {
-    guard_value(0, || {
-        // SAFETY: the caller passes NULL or a live task-set handle.
-        unsafe { tasks.as_ref() }.map_or(0, |t| t.tasks.len())
-    })
+    // SAFETY: the caller passes NULL or a live task-set handle.
+    unsafe { read_handle(tasks, 0, |t| Some(t.tasks.len())) }
 }
 
 /// Serialises task `index` of a set as one JSON object (the task record, with the absolute
@@ -89,7 +88,7 @@ pub unsafe extern "C" fn frognano_task_set_get_json(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live task-set handle.
-        let tasks = unsafe { tasks.as_ref() }.ok_or_else(|| FrognanoError::null("tasks"))?;
+        let tasks = unsafe { tasks.live("tasks") }?;
         out_arg(out_json, "out_json")?;
         let task = tasks.tasks.get(index).ok_or_else(|| {
             FrognanoError::new(
@@ -100,11 +99,9 @@ pub unsafe extern "C" fn frognano_task_set_get_json(
                 ),
             )
         })?;
-        let json = to_json(task, "task")?;
         // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(out_json, &json) };
-        Ok(())
+        unsafe { write_json(out_json, task, "task") }
     })
 }
 
@@ -116,13 +113,9 @@ pub unsafe extern "C" fn frognano_task_set_get_json(
 /// other thread is using; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_task_set_free(tasks: *mut FrognanoTaskSet) {
-    guard_value((), || {
-        if !tasks.is_null() {
-            // SAFETY: a non-NULL `tasks` was created by `Box::into_raw` in this library and
-            // the caller hands back its ownership exactly once.
-            drop(unsafe { Box::from_raw(tasks) });
-        }
-    });
+    // SAFETY: same contract as this function: `tasks` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(tasks) };
 }
 
 /// An agent environment: one bug-fix episode at a time over a sandboxed repository.
@@ -157,7 +150,7 @@ pub unsafe extern "C" fn frognano_env_new(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live sandbox handle.
-        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        let sandbox = unsafe { sandbox.live("sandbox") }?;
         out_arg(out, "out")?;
         let defaults = EnvConfig::default();
         let config = EnvConfig {
@@ -169,9 +162,8 @@ pub unsafe extern "C" fn frognano_env_new(
             ..defaults
         };
         let inner = RepoEnv::new(Arc::clone(&sandbox.inner), config)?;
-        let handle = Box::into_raw(Box::new(FrognanoEnv { inner }));
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe { write_handle(out, FrognanoEnv { inner }) };
         Ok(())
     })
 }
@@ -212,7 +204,7 @@ pub unsafe extern "C" fn frognano_env_reset(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live environment used by this thread only.
-        let env = unsafe { env.as_mut() }.ok_or_else(|| FrognanoError::null("env"))?;
+        let env = unsafe { env.live_mut("env") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let task_json = unsafe { str_arg(task_json, "task_json") }?;
         out_arg(out_observation, "out_observation")?;
@@ -263,7 +255,7 @@ pub unsafe extern "C" fn frognano_env_step(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live environment used by this thread only.
-        let env = unsafe { env.as_mut() }.ok_or_else(|| FrognanoError::null("env"))?;
+        let env = unsafe { env.live_mut("env") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let action = unsafe { str_arg(action, "action") }?;
         out_arg(out, "out")?;
@@ -279,28 +271,10 @@ pub unsafe extern "C" fn frognano_env_step(
             is_error: result.observation.is_error,
             info_json: c_string(&info_json),
         };
-        let handle = Box::into_raw(Box::new(step));
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe { write_handle(out, step) };
         Ok(())
     })
-}
-
-/// Reads a field of a step; `fallback` when the step is NULL or the accessor panics.
-///
-/// # Safety
-/// `step` is NULL or a live step handle.
-unsafe fn read_step<T>(
-    step: *const FrognanoStep,
-    fallback: T,
-    read: impl FnOnce(&FrognanoStep) -> T,
-) -> T {
-    // SAFETY: the caller guarantees `step` is NULL or a live step handle.
-    let step = unsafe { step.as_ref() };
-    match catch_unwind(AssertUnwindSafe(|| step.map(read))) {
-        Ok(Some(value)) => value,
-        Ok(None) | Err(_) => fallback,
-    }
 }
 
 /// Returns the step's observation, the text the agent sees next (borrowed, valid until the
@@ -312,7 +286,7 @@ unsafe fn read_step<T>(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_step_observation(step: *const FrognanoStep) -> *const c_char {
     // SAFETY: same contract as this function.
-    unsafe { read_step(step, ptr::null(), |s| s.observation.as_ptr()) }
+    unsafe { read_handle(step, ptr::null(), |s| Some(s.observation.as_ptr())) }
 }
 
 /// Returns the step's reward (1 for a submit that resolves the task, 0 otherwise); NaN when
@@ -324,7 +298,7 @@ pub unsafe extern "C" fn frognano_step_observation(step: *const FrognanoStep) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_step_reward(step: *const FrognanoStep) -> f64 {
     // SAFETY: same contract as this function.
-    unsafe { read_step(step, f64::NAN, |s| s.reward) }
+    unsafe { read_handle(step, f64::NAN, |s| Some(s.reward)) }
 }
 
 /// Returns true when the agent ended the episode (submit); false when `step` is `NULL`.
@@ -335,7 +309,7 @@ pub unsafe extern "C" fn frognano_step_reward(step: *const FrognanoStep) -> f64 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_step_terminated(step: *const FrognanoStep) -> bool {
     // SAFETY: same contract as this function.
-    unsafe { read_step(step, false, |s| s.terminated) }
+    unsafe { read_handle(step, false, |s| Some(s.terminated)) }
 }
 
 /// Returns true when a budget cut the episode short (it was graded as it stood); false when
@@ -347,7 +321,7 @@ pub unsafe extern "C" fn frognano_step_terminated(step: *const FrognanoStep) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_step_truncated(step: *const FrognanoStep) -> bool {
     // SAFETY: same contract as this function.
-    unsafe { read_step(step, false, |s| s.truncated) }
+    unsafe { read_handle(step, false, |s| Some(s.truncated)) }
 }
 
 /// Returns true when the observation reports a malformed action or a failed tool call; false
@@ -359,7 +333,7 @@ pub unsafe extern "C" fn frognano_step_truncated(step: *const FrognanoStep) -> b
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_step_is_error(step: *const FrognanoStep) -> bool {
     // SAFETY: same contract as this function.
-    unsafe { read_step(step, false, |s| s.is_error) }
+    unsafe { read_handle(step, false, |s| Some(s.is_error)) }
 }
 
 /// Returns the step's structured information (per-test results, grading, timings) as JSON
@@ -371,7 +345,7 @@ pub unsafe extern "C" fn frognano_step_is_error(step: *const FrognanoStep) -> bo
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_step_info_json(step: *const FrognanoStep) -> *const c_char {
     // SAFETY: same contract as this function.
-    unsafe { read_step(step, ptr::null(), |s| s.info_json.as_ptr()) }
+    unsafe { read_handle(step, ptr::null(), |s| Some(s.info_json.as_ptr())) }
 }
 
 /// Frees a step. `NULL` is accepted and ignored. Strings borrowed from it become invalid; no
@@ -383,13 +357,9 @@ pub unsafe extern "C" fn frognano_step_info_json(step: *const FrognanoStep) -> *
 /// thread is reading; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_step_free(step: *mut FrognanoStep) {
-    guard_value((), || {
-        if !step.is_null() {
-            // SAFETY: a non-NULL `step` was created by `Box::into_raw` in this library and the
-            // caller hands back its ownership exactly once.
-            drop(unsafe { Box::from_raw(step) });
-        }
-    });
+    // SAFETY: same contract as this function: `step` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(step) };
 }
 
 /// Serialises the record of the current or last episode (task, every step with its action,
@@ -412,17 +382,15 @@ pub unsafe extern "C" fn frognano_env_record_json(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live environment used by this thread only.
-        let env = unsafe { env.as_ref() }.ok_or_else(|| FrognanoError::null("env"))?;
+        let env = unsafe { env.live("env") }?;
         out_arg(out_json, "out_json")?;
         let record = env
             .inner
             .record()
             .ok_or_else(|| FrognanoError::from(EnvError::NoEpisode))?;
-        let json = to_json(&record, "episode record")?;
         // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(out_json, &json) };
-        Ok(())
+        unsafe { write_json(out_json, &record, "episode record") }
     })
 }
 
@@ -435,11 +403,7 @@ pub unsafe extern "C" fn frognano_env_record_json(
 /// call on it in progress; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_env_free(env: *mut FrognanoEnv) {
-    guard_value((), || {
-        if !env.is_null() {
-            // SAFETY: a non-NULL `env` was created by `Box::into_raw` in this library and the
-            // caller hands back its ownership exactly once, with no call in progress.
-            drop(unsafe { Box::from_raw(env) });
-        }
-    });
+    // SAFETY: same contract as this function: `env` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(env) };
 }

@@ -11,7 +11,7 @@ use frognano_sandbox::SandboxError;
 use frognano_synth::SynthError;
 use frognano_train::TrainError;
 
-use crate::ffi::{c_string, guard_value};
+use crate::ffi::{c_string, free_handle, guard_value};
 
 /// What kind of error a `FrognanoError` is.
 #[repr(C)]
@@ -203,65 +203,88 @@ pub unsafe extern "C" fn frognano_error_message(error: *const FrognanoError) -> 
 /// be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_error_free(error: *mut FrognanoError) {
-    guard_value((), || {
-        if !error.is_null() {
-            // SAFETY: a non-NULL `error` was created by `Box::into_raw` in this library and the
-            // caller hands back its ownership exactly once.
-            drop(unsafe { Box::from_raw(error) });
-        }
-    });
+    // SAFETY: same contract as this function: `error` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(error) };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Asserts that an error converts to `code`.
+    #[track_caller]
+    fn assert_code(err: impl Into<FrognanoError>, code: FrognanoErrorCode) {
+        assert_eq!(err.into().code, code);
+    }
+
+    /// Asserts that an error converts to `code` with a message containing `needle`.
+    #[track_caller]
+    fn assert_code_and_message(
+        err: impl Into<FrognanoError>,
+        code: FrognanoErrorCode,
+        needle: &str,
+    ) {
+        let err = err.into();
+        assert_eq!(err.code, code);
+        assert!(err.message.to_string_lossy().contains(needle));
+    }
+
     #[test]
     fn training_errors_map_to_their_codes() {
-        let config = FrognanoError::from(TrainError::Config("bad".into()));
-        assert_eq!(config.code, FrognanoErrorCode::Config);
-        let no_tasks = FrognanoError::from(TrainError::NoTasks("none".into()));
-        assert_eq!(no_tasks.code, FrognanoErrorCode::Training);
-        let checkpoint = FrognanoError::from(TrainError::Checkpoint {
-            path: "cp.json".into(),
-            reason: "gone".into(),
-        });
-        assert_eq!(checkpoint.code, FrognanoErrorCode::Training);
-        assert!(checkpoint.message.to_string_lossy().contains("cp.json"));
-        let cancelled = FrognanoError::from(TrainError::Cancelled);
-        assert_eq!(cancelled.code, FrognanoErrorCode::Cancelled);
-        let invalid = FrognanoError::from(frognano_core::Error::invalid("policy", "no"));
-        assert_eq!(invalid.code, FrognanoErrorCode::InvalidOption);
-        let failed = FrognanoError::from(frognano_core::Error::component(
-            "trainer",
-            frognano_core::ErrorKind::Training,
-            "learner failed".to_string(),
-        ));
-        assert_eq!(failed.code, FrognanoErrorCode::Training);
+        assert_code(TrainError::Config("bad".into()), FrognanoErrorCode::Config);
+        assert_code(
+            TrainError::NoTasks("none".into()),
+            FrognanoErrorCode::Training,
+        );
+        assert_code_and_message(
+            TrainError::Checkpoint {
+                path: "cp.json".into(),
+                reason: "gone".into(),
+            },
+            FrognanoErrorCode::Training,
+            "cp.json",
+        );
+        assert_code(TrainError::Cancelled, FrognanoErrorCode::Cancelled);
+        assert_code(
+            frognano_core::Error::invalid("policy", "no"),
+            FrognanoErrorCode::InvalidOption,
+        );
+        assert_code(
+            frognano_core::Error::component(
+                "trainer",
+                frognano_core::ErrorKind::Training,
+                "learner failed".to_string(),
+            ),
+            FrognanoErrorCode::Training,
+        );
     }
 
     #[test]
     fn inference_errors_map_to_their_codes() {
-        let invalid = FrognanoError::from(InferenceError::InvalidRequest("top_p".into()));
-        assert_eq!(invalid.code, FrognanoErrorCode::InvalidOption);
-        let runtime = FrognanoError::from(InferenceError::Runtime("not found".into()));
-        assert_eq!(runtime.code, FrognanoErrorCode::Inference);
-        let model = FrognanoError::from(InferenceError::Model {
-            path: "m".into(),
-            message: "model.onnx is missing".into(),
-        });
-        assert_eq!(model.code, FrognanoErrorCode::Inference);
-        assert!(
-            model
-                .message
-                .to_string_lossy()
-                .contains("model.onnx is missing")
+        assert_code(
+            InferenceError::InvalidRequest("top_p".into()),
+            FrognanoErrorCode::InvalidOption,
         );
-        let io = FrognanoError::from(InferenceError::Io {
-            context: "read m/config.json".into(),
-            source: std::io::Error::other("gone"),
-        });
-        assert_eq!(io.code, FrognanoErrorCode::Io);
+        assert_code(
+            InferenceError::Runtime("not found".into()),
+            FrognanoErrorCode::Inference,
+        );
+        assert_code_and_message(
+            InferenceError::Model {
+                path: "m".into(),
+                message: "model.onnx is missing".into(),
+            },
+            FrognanoErrorCode::Inference,
+            "model.onnx is missing",
+        );
+        assert_code(
+            InferenceError::Io {
+                context: "read m/config.json".into(),
+                source: std::io::Error::other("gone"),
+            },
+            FrognanoErrorCode::Io,
+        );
         let in_rollout = frognano_core::Error::from(InferenceError::Inference("failed".into()));
         assert_eq!(
             FrognanoError::from(EnvError::Core(in_rollout)).code,

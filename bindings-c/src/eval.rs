@@ -7,7 +7,7 @@ use frognano_env::{EnvConfig, EnvPool};
 
 use crate::env::FrognanoTaskSet;
 use crate::error::FrognanoError;
-use crate::ffi::{guard, out_arg, str_arg, to_json, write_string};
+use crate::ffi::{HandleArg, guard, out_arg, str_arg, write_json};
 use crate::sandbox::FrognanoSandbox;
 
 /// Rolls out a policy over every task of a set, `workers` episodes in parallel, and
@@ -52,9 +52,9 @@ pub unsafe extern "C" fn frognano_evaluate(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live sandbox handle.
-        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        let sandbox = unsafe { sandbox.live("sandbox") }?;
         // SAFETY: the caller passes NULL or a live task-set handle.
-        let tasks = unsafe { tasks.as_ref() }.ok_or_else(|| FrognanoError::null("tasks"))?;
+        let tasks = unsafe { tasks.live("tasks") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let policy = unsafe { str_arg(policy, "policy") }?;
         out_arg(out_summary_json, "out_summary_json")?;
@@ -68,10 +68,8 @@ pub unsafe extern "C" fn frognano_evaluate(
         )?;
         let (report, _records) =
             frognano_env::evaluate(&mut pool, policy.as_mut(), tasks, |_| {}, |_| {})?;
-        let json = to_json(&report, "summary")?;
         // SAFETY: `out_summary_json` is non-NULL (checked above) and the caller guarantees it
         // is writable.
-        unsafe { write_string(out_summary_json, &json) };
-        Ok(())
+        unsafe { write_json(out_summary_json, &report, "summary") }
     })
 }

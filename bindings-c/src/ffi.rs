@@ -25,6 +25,84 @@ pub unsafe extern "C" fn frognano_string_free(string: *mut c_char) {
     });
 }
 
+/// Frees an owned handle of this library, as every `frognano_*_free` function does: `NULL` is
+/// ignored, and a panic while dropping the handle is contained.
+///
+/// # Safety
+/// `handle` is NULL or was created by `Box::into_raw` in this library and not yet freed; the
+/// caller hands back its ownership exactly once, no other thread is using it and no call on it
+/// is in progress, and it is not used afterwards.
+pub(crate) unsafe fn free_handle<T>(handle: *mut T) {
+    guard_value((), || {
+        if !handle.is_null() {
+            // SAFETY: a non-NULL `handle` was created by `Box::into_raw` in this library and
+            // the caller hands back its ownership exactly once, with nothing else using it.
+            drop(unsafe { Box::from_raw(handle) });
+        }
+    });
+}
+
+/// Moves `value` into an owned handle and writes it to a non-NULL out-parameter.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+pub(crate) unsafe fn write_handle<T>(out: *mut *mut T, value: T) {
+    let handle = Box::into_raw(Box::new(value));
+    // SAFETY: the caller guarantees `out` is non-NULL and writable.
+    unsafe { out.write(handle) };
+}
+
+/// Borrows a required handle argument: `FROGNANO_ERROR_CODE_NULL_POINTER` naming `what` when
+/// it is NULL.
+pub(crate) trait HandleArg<T> {
+    /// # Safety
+    /// `self` is NULL or a live handle of this library that stays valid for `'a`, not mutated
+    /// by anyone while borrowed.
+    unsafe fn live<'a>(self, what: &str) -> Result<&'a T, FrognanoError>;
+}
+
+impl<T> HandleArg<T> for *const T {
+    unsafe fn live<'a>(self, what: &str) -> Result<&'a T, FrognanoError> {
+        // SAFETY: the caller guarantees `self` is NULL or a live handle valid for `'a`.
+        unsafe { self.as_ref() }.ok_or_else(|| FrognanoError::null(what))
+    }
+}
+
+/// Borrows a required handle argument mutably: `FROGNANO_ERROR_CODE_NULL_POINTER` naming
+/// `what` when it is NULL.
+pub(crate) trait HandleArgMut<T> {
+    /// # Safety
+    /// `self` is NULL or a live handle of this library that stays valid for `'a` and is used
+    /// by no one else (no other thread, no other call) while borrowed.
+    unsafe fn live_mut<'a>(self, what: &str) -> Result<&'a mut T, FrognanoError>;
+}
+
+impl<T> HandleArgMut<T> for *mut T {
+    unsafe fn live_mut<'a>(self, what: &str) -> Result<&'a mut T, FrognanoError> {
+        // SAFETY: the caller guarantees `self` is NULL or a live handle valid for `'a` and
+        // used by this call only.
+        unsafe { self.as_mut() }.ok_or_else(|| FrognanoError::null(what))
+    }
+}
+
+/// Reads a field of a handle for an infallible accessor: `read`'s value, or `fallback` when
+/// the handle is NULL, `read` gives `None` or it panics.
+///
+/// # Safety
+/// `handle` is NULL or a live handle of this library.
+pub(crate) unsafe fn read_handle<H, T>(
+    handle: *const H,
+    fallback: T,
+    read: impl FnOnce(&H) -> Option<T>,
+) -> T {
+    // SAFETY: the caller guarantees `handle` is NULL or a live handle.
+    let handle = unsafe { handle.as_ref() };
+    match catch_unwind(AssertUnwindSafe(|| handle.and_then(read))) {
+        Ok(Some(value)) => value,
+        Ok(None) | Err(_) => fallback,
+    }
+}
+
 /// Returns the library's version (e.g. `"0.1.0"`): a static string, never freed.
 #[unsafe(no_mangle)]
 pub extern "C" fn frognano_version() -> *const c_char {
@@ -112,6 +190,22 @@ pub(crate) unsafe fn write_string(out: *mut *mut c_char, text: &str) {
     let text = c_string(text).into_raw();
     // SAFETY: the caller guarantees `out` is non-NULL and writable.
     unsafe { out.write(text) };
+}
+
+/// Serialises a value as JSON text and writes it as an owned C string to a non-NULL
+/// out-parameter; on a serialisation error nothing is written.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+pub(crate) unsafe fn write_json(
+    out: *mut *mut c_char,
+    value: &impl serde::Serialize,
+    what: &str,
+) -> Result<(), FrognanoError> {
+    let json = to_json(value, what)?;
+    // SAFETY: the caller guarantees `out` is non-NULL and writable.
+    unsafe { write_string(out, &json) };
+    Ok(())
 }
 
 /// Serialises a value as JSON text.

@@ -8,8 +8,8 @@ use frognano_policy::llm::{
 
 use crate::error::{FrognanoError, invalid_option};
 use crate::ffi::{
-    guard, guard_value, json_object_arg, optional_str_arg, out_arg, parse_json_object, str_arg,
-    to_json, write_string,
+    HandleArg, HandleArgMut, free_handle, guard, json_object_arg, optional_str_arg, out_arg,
+    parse_json_object, str_arg, write_handle, write_json,
 };
 
 /// A local decoder language model on ONNX Runtime, with its tokenizer and chat template.
@@ -83,9 +83,8 @@ pub unsafe extern "C" fn frognano_model_load(
             },
         )?;
         let codec = TextCodec::load(&dir)?;
-        let handle = Box::into_raw(Box::new(FrognanoModel { model, codec }));
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe { write_handle(out, FrognanoModel { model, codec }) };
         Ok(())
     })
 }
@@ -179,7 +178,7 @@ pub unsafe extern "C" fn frognano_model_generate(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live model handle used by this call only.
-        let model = unsafe { model.as_mut() }.ok_or_else(|| FrognanoError::null("model"))?;
+        let model = unsafe { model.live_mut("model") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let request_json = unsafe { str_arg(request_json, "request_json") }?;
         out_arg(out_json, "out_json")?;
@@ -221,14 +220,15 @@ pub unsafe extern "C" fn frognano_model_generate(
             .map(|(i, p)| request_prompt(&model.codec, p, i, chat))
             .collect::<Result<Vec<_>, _>>()?;
         let (generations, timing) = generate(&mut model.model, &model.codec, &prompts, &options)?;
-        let json = to_json(
-            &serde_json::json!({"generations": generations, "timing": timing}),
-            "generations",
-        )?;
         // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(out_json, &json) };
-        Ok(())
+        unsafe {
+            write_json(
+                out_json,
+                &serde_json::json!({"generations": generations, "timing": timing}),
+                "generations",
+            )
+        }
     })
 }
 
@@ -252,28 +252,29 @@ pub unsafe extern "C" fn frognano_model_config_json(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live model handle.
-        let model = unsafe { model.as_ref() }.ok_or_else(|| FrognanoError::null("model"))?;
+        let model = unsafe { model.live("model") }?;
         out_arg(out_json, "out_json")?;
         let config = &model.model.config;
-        let json = to_json(
-            &serde_json::json!({
-                "path": model.model.dir.to_string_lossy(),
-                "num_layers": config.num_layers,
-                "num_kv_heads": config.num_kv_heads,
-                "head_dim": config.head_dim,
-                "vocab_size": config.vocab_size,
-                "context_length": config.context_length,
-                "eos_token_ids": config.eos_token_ids,
-                "bos_token_id": config.bos_token_id,
-                "pad_token_id": config.pad_token_id,
-                "has_chat_template": model.codec.has_chat_template(),
-            }),
-            "model configuration",
-        )?;
         // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(out_json, &json) };
-        Ok(())
+        unsafe {
+            write_json(
+                out_json,
+                &serde_json::json!({
+                    "path": model.model.dir.to_string_lossy(),
+                    "num_layers": config.num_layers,
+                    "num_kv_heads": config.num_kv_heads,
+                    "head_dim": config.head_dim,
+                    "vocab_size": config.vocab_size,
+                    "context_length": config.context_length,
+                    "eos_token_ids": config.eos_token_ids,
+                    "bos_token_id": config.bos_token_id,
+                    "pad_token_id": config.pad_token_id,
+                    "has_chat_template": model.codec.has_chat_template(),
+                }),
+                "model configuration",
+            )
+        }
     })
 }
 
@@ -286,11 +287,7 @@ pub unsafe extern "C" fn frognano_model_config_json(
 /// on it in progress; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_model_free(model: *mut FrognanoModel) {
-    guard_value((), || {
-        if !model.is_null() {
-            // SAFETY: a non-NULL `model` was created by `Box::into_raw` in this library and the
-            // caller hands back its ownership exactly once, with no call in progress.
-            drop(unsafe { Box::from_raw(model) });
-        }
-    });
+    // SAFETY: same contract as this function: `model` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(model) };
 }

@@ -1,13 +1,12 @@
 //! Test reports: the run and test outcome enums and the report accessors.
 
 use std::ffi::{CStr, CString, c_char};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
 use frognano_core::{RunOutcome, TestOutcome, TestReport};
 
-use crate::error::{FrognanoError, FrognanoErrorCode};
-use crate::ffi::{c_string, guard, guard_value, out_arg};
+use crate::error::FrognanoError;
+use crate::ffi::{HandleArg, c_string, free_handle, guard, out_arg, read_handle, write_json};
 
 /// How a whole sandboxed run ended.
 #[repr(C)]
@@ -107,24 +106,6 @@ impl FrognanoReport {
     }
 }
 
-/// Reads a report argument of an accessor and applies `read`, or gives `fallback` when the
-/// report is NULL or the accessor panics.
-///
-/// # Safety
-/// `report` is NULL or a live report handle.
-unsafe fn read_report<T>(
-    report: *const FrognanoReport,
-    fallback: T,
-    read: impl FnOnce(&FrognanoReport) -> Option<T>,
-) -> T {
-    // SAFETY: the caller guarantees `report` is NULL or a live report handle.
-    let report = unsafe { report.as_ref() };
-    match catch_unwind(AssertUnwindSafe(|| report.and_then(read))) {
-        Ok(Some(value)) => value,
-        Ok(None) | Err(_) => fallback,
-    }
-}
-
 /// Returns how the run ended. A `NULL` report reads as `FROGNANO_RUN_OUTCOME_CRASHED`.
 ///
 /// # Safety
@@ -136,7 +117,7 @@ pub unsafe extern "C" fn frognano_report_outcome(
 ) -> FrognanoRunOutcome {
     // SAFETY: same contract as this function.
     unsafe {
-        read_report(report, FrognanoRunOutcome::Crashed, |r| {
+        read_handle(report, FrognanoRunOutcome::Crashed, |r| {
             Some(r.report.outcome.into())
         })
     }
@@ -155,7 +136,7 @@ pub unsafe extern "C" fn frognano_report_outcome_name(
 ) -> *const c_char {
     // SAFETY: same contract as this function.
     unsafe {
-        read_report(report, ptr::null(), |r| {
+        read_handle(report, ptr::null(), |r| {
             Some(run_outcome_name(r.report.outcome).as_ptr())
         })
     }
@@ -192,7 +173,7 @@ fn test_outcome_name(outcome: TestOutcome) -> &'static CStr {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_passed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, 0, |r| Some(r.report.passed)) }
+    unsafe { read_handle(report, 0, |r| Some(r.report.passed)) }
 }
 
 /// Returns the number of failed tests; 0 for a `NULL` report.
@@ -203,7 +184,7 @@ pub unsafe extern "C" fn frognano_report_passed(report: *const FrognanoReport) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_failed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, 0, |r| Some(r.report.failed)) }
+    unsafe { read_handle(report, 0, |r| Some(r.report.failed)) }
 }
 
 /// Returns the number of tests with setup, teardown or collection errors; 0 for a `NULL`
@@ -215,7 +196,7 @@ pub unsafe extern "C" fn frognano_report_failed(report: *const FrognanoReport) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_errors(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, 0, |r| Some(r.report.errors)) }
+    unsafe { read_handle(report, 0, |r| Some(r.report.errors)) }
 }
 
 /// Returns the number of skipped tests; 0 for a `NULL` report.
@@ -226,7 +207,7 @@ pub unsafe extern "C" fn frognano_report_errors(report: *const FrognanoReport) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_skipped(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, 0, |r| Some(r.report.skipped)) }
+    unsafe { read_handle(report, 0, |r| Some(r.report.skipped)) }
 }
 
 /// Returns the number of expected failures (`xfail`); 0 for a `NULL` report.
@@ -237,7 +218,7 @@ pub unsafe extern "C" fn frognano_report_skipped(report: *const FrognanoReport) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_xfailed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, 0, |r| Some(r.report.xfailed)) }
+    unsafe { read_handle(report, 0, |r| Some(r.report.xfailed)) }
 }
 
 /// Returns the number of unexpected passes (`xpass`); 0 for a `NULL` report.
@@ -248,7 +229,7 @@ pub unsafe extern "C" fn frognano_report_xfailed(report: *const FrognanoReport) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_xpassed(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, 0, |r| Some(r.report.xpassed)) }
+    unsafe { read_handle(report, 0, |r| Some(r.report.xpassed)) }
 }
 
 /// Returns the wall-clock seconds of the run; NaN for a `NULL` report.
@@ -259,7 +240,7 @@ pub unsafe extern "C" fn frognano_report_xpassed(report: *const FrognanoReport) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_duration_s(report: *const FrognanoReport) -> f64 {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, f64::NAN, |r| Some(r.report.duration_s)) }
+    unsafe { read_handle(report, f64::NAN, |r| Some(r.report.duration_s)) }
 }
 
 /// Writes pytest's exit code to `*out` and returns true when the guest finished normally;
@@ -276,7 +257,7 @@ pub unsafe extern "C" fn frognano_report_exit_code(
     out: *mut i32,
 ) -> bool {
     // SAFETY: same contract as this function.
-    let code = unsafe { read_report(report, None, |r| Some(r.report.exit_code)) };
+    let code = unsafe { read_handle(report, None, |r| Some(r.report.exit_code)) };
     match code {
         Some(code) if !out.is_null() => {
             // SAFETY: non-NULL, and the caller guarantees `out` is writable.
@@ -297,7 +278,7 @@ pub unsafe extern "C" fn frognano_report_exit_code(
 pub unsafe extern "C" fn frognano_report_detail(report: *const FrognanoReport) -> *const c_char {
     // SAFETY: same contract as this function.
     unsafe {
-        read_report(report, ptr::null(), |r| {
+        read_handle(report, ptr::null(), |r| {
             r.detail.as_ref().map(|d| d.as_ptr())
         })
     }
@@ -312,7 +293,7 @@ pub unsafe extern "C" fn frognano_report_detail(report: *const FrognanoReport) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_stdout(report: *const FrognanoReport) -> *const c_char {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, ptr::null(), |r| Some(r.stdout.as_ptr())) }
+    unsafe { read_handle(report, ptr::null(), |r| Some(r.stdout.as_ptr())) }
 }
 
 /// Returns the guest's captured standard error (borrowed, valid until the report is freed;
@@ -324,7 +305,7 @@ pub unsafe extern "C" fn frognano_report_stdout(report: *const FrognanoReport) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_stderr(report: *const FrognanoReport) -> *const c_char {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, ptr::null(), |r| Some(r.stderr.as_ptr())) }
+    unsafe { read_handle(report, ptr::null(), |r| Some(r.stderr.as_ptr())) }
 }
 
 /// Returns the number of per-test records (in the order the tests finished); 0 for a `NULL`
@@ -336,7 +317,7 @@ pub unsafe extern "C" fn frognano_report_stderr(report: *const FrognanoReport) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_test_count(report: *const FrognanoReport) -> usize {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, 0, |r| Some(r.report.tests.len())) }
+    unsafe { read_handle(report, 0, |r| Some(r.report.tests.len())) }
 }
 
 /// Returns the pytest node id of test `index` (e.g. `tests/test_x.py::test_y[1]`), borrowed
@@ -352,7 +333,7 @@ pub unsafe extern "C" fn frognano_report_test_id(
     index: usize,
 ) -> *const c_char {
     // SAFETY: same contract as this function.
-    unsafe { read_report(report, ptr::null(), |r| Some(r.ids.get(index)?.as_ptr())) }
+    unsafe { read_handle(report, ptr::null(), |r| Some(r.ids.get(index)?.as_ptr())) }
 }
 
 /// Returns the outcome of test `index`; `FROGNANO_TEST_OUTCOME_ERROR` when `index` is out of
@@ -368,7 +349,7 @@ pub unsafe extern "C" fn frognano_report_test_outcome(
 ) -> FrognanoTestOutcome {
     // SAFETY: same contract as this function.
     unsafe {
-        read_report(report, FrognanoTestOutcome::Error, |r| {
+        read_handle(report, FrognanoTestOutcome::Error, |r| {
             Some(r.report.tests.get(index)?.outcome.into())
         })
     }
@@ -388,7 +369,7 @@ pub unsafe extern "C" fn frognano_report_test_outcome_name(
 ) -> *const c_char {
     // SAFETY: same contract as this function.
     unsafe {
-        read_report(report, ptr::null(), |r| {
+        read_handle(report, ptr::null(), |r| {
             Some(test_outcome_name(r.report.tests.get(index)?.outcome).as_ptr())
         })
     }
@@ -407,7 +388,7 @@ pub unsafe extern "C" fn frognano_report_test_duration_s(
 ) -> f64 {
     // SAFETY: same contract as this function.
     unsafe {
-        read_report(report, f64::NAN, |r| {
+        read_handle(report, f64::NAN, |r| {
             Some(r.report.tests.get(index)?.duration_s)
         })
     }
@@ -427,7 +408,7 @@ pub unsafe extern "C" fn frognano_report_test_message(
 ) -> *const c_char {
     // SAFETY: same contract as this function.
     unsafe {
-        read_report(report, ptr::null(), |r| {
+        read_handle(report, ptr::null(), |r| {
             Some(r.messages.get(index)?.as_ref()?.as_ptr())
         })
     }
@@ -454,20 +435,12 @@ pub unsafe extern "C" fn frognano_report_to_json(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live report handle.
-        let report = unsafe { report.as_ref() }.ok_or_else(|| FrognanoError::null("report"))?;
+        let report = unsafe { report.live("report") }?;
         out_arg(out_json, "out_json")?;
-        let json = serde_json::to_string(&report.report).map_err(|e| {
-            FrognanoError::new(
-                FrognanoErrorCode::Io,
-                format!("serialise report as JSON: {e}"),
-            )
-        })?;
         // JSON escapes NUL as \u0000, so the text has no interior NUL to replace.
-        let json = c_string(&json).into_raw();
         // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { out_json.write(json) };
-        Ok(())
+        unsafe { write_json(out_json, &report.report, "report") }
     })
 }
 
@@ -480,11 +453,7 @@ pub unsafe extern "C" fn frognano_report_to_json(
 /// other thread is reading; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_report_free(report: *mut FrognanoReport) {
-    guard_value((), || {
-        if !report.is_null() {
-            // SAFETY: a non-NULL `report` was created by `Box::into_raw` in this library and
-            // the caller hands back its ownership exactly once.
-            drop(unsafe { Box::from_raw(report) });
-        }
-    });
+    // SAFETY: same contract as this function: `report` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(report) };
 }

@@ -9,7 +9,9 @@ use frognano_core::Limits;
 use frognano_sandbox::{ImageKind, Sandbox, SandboxError, SandboxOptions, TestRequest};
 
 use crate::error::FrognanoError;
-use crate::ffi::{c_string, guard, guard_value, out_arg, str_arg};
+use crate::ffi::{
+    HandleArg, c_string, free_handle, guard, out_arg, read_handle, str_arg, write_handle,
+};
 use crate::report::FrognanoReport;
 
 /// Resource limits of one sandboxed run. A plain value: copy it, change fields, pass a pointer.
@@ -74,7 +76,7 @@ pub unsafe extern "C" fn frognano_limits_validate(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a pointer to a readable `FrognanoLimits`.
-        let limits = unsafe { limits.as_ref() }.ok_or_else(|| FrognanoError::null("limits"))?;
+        let limits = unsafe { limits.live("limits") }?;
         validate_limits(Limits::from(*limits)).map(drop)
     })
 }
@@ -178,11 +180,9 @@ pub unsafe extern "C" fn frognano_sandbox_new_with_progress(
                 sink.report(message);
             }
         })?;
-        let handle = Box::into_raw(Box::new(FrognanoSandbox {
-            inner: Arc::new(inner),
-        }));
+        let inner = Arc::new(inner);
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe { write_handle(out, FrognanoSandbox { inner }) };
         Ok(())
     })
 }
@@ -197,13 +197,9 @@ pub unsafe extern "C" fn frognano_sandbox_new_with_progress(
 /// call on it in progress; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_sandbox_free(sandbox: *mut FrognanoSandbox) {
-    guard_value((), || {
-        if !sandbox.is_null() {
-            // SAFETY: a non-NULL `sandbox` was created by `Box::into_raw` in this library and
-            // the caller hands back its ownership exactly once, with no call in progress.
-            drop(unsafe { Box::from_raw(sandbox) });
-        }
-    });
+    // SAFETY: same contract as this function: `sandbox` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(sandbox) };
 }
 
 /// Returns the name of the sandbox's image (e.g. `"python-3.15"`): a static string, never
@@ -214,16 +210,15 @@ pub unsafe extern "C" fn frognano_sandbox_free(sandbox: *mut FrognanoSandbox) {
 /// `sandbox` must be `NULL` or a sandbox returned by this library and not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_sandbox_image(sandbox: *const FrognanoSandbox) -> *const c_char {
-    guard_value(ptr::null(), || {
-        // SAFETY: the caller passes NULL or a live sandbox handle.
-        let Some(sandbox) = (unsafe { sandbox.as_ref() }) else {
-            return ptr::null();
-        };
-        match sandbox.inner.image() {
-            ImageKind::Python315 => c"python-3.15".as_ptr(),
-            ImageKind::Python312 => c"python-3.12".as_ptr(),
-        }
-    })
+    // SAFETY: the caller passes NULL or a live sandbox handle.
+    unsafe {
+        read_handle(sandbox, ptr::null(), |s| {
+            Some(match s.inner.image() {
+                ImageKind::Python315 => c"python-3.15".as_ptr(),
+                ImageKind::Python312 => c"python-3.12".as_ptr(),
+            })
+        })
+    }
 }
 
 /// Runs the pytest suite of the repository at `repo_dir` (a UTF-8 path) on a fresh copy of it;
@@ -262,7 +257,7 @@ pub unsafe extern "C" fn frognano_sandbox_run_tests(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live sandbox handle.
-        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        let sandbox = unsafe { sandbox.live("sandbox") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let repo_dir = unsafe { str_arg(repo_dir, "repo_dir") }?;
         out_arg(out, "out")?;
@@ -294,9 +289,8 @@ pub unsafe extern "C" fn frognano_sandbox_run_tests(
             ..TestRequest::default()
         };
         let report = sandbox.inner.run_tests(Path::new(repo_dir), &request)?;
-        let handle = Box::into_raw(Box::new(FrognanoReport::new(report)));
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe { write_handle(out, FrognanoReport::new(report)) };
         Ok(())
     })
 }

@@ -7,7 +7,10 @@ use frognano_synth::{SynthConfig, Synthesizer};
 
 use crate::env::FrognanoTaskSet;
 use crate::error::{FrognanoError, FrognanoErrorCode};
-use crate::ffi::{guard, out_arg, str_arg, to_json, write_string};
+use crate::ffi::{
+    HandleArg, guard, optional_str_arg, out_arg, str_arg, to_json, write_handle, write_json,
+    write_string,
+};
 use crate::sandbox::FrognanoSandbox;
 
 /// Reads synthesis options: `NULL` gives the defaults; otherwise a JSON object of
@@ -86,15 +89,11 @@ pub unsafe extern "C" fn frognano_synthesize(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live sandbox handle.
-        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        let sandbox = unsafe { sandbox.live("sandbox") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let repo = unsafe { str_arg(repo, "repo") }?;
-        let options_json = if options_json.is_null() {
-            None
-        } else {
-            // SAFETY: non-NULL, and the caller guarantees a valid NUL-terminated string.
-            Some(unsafe { str_arg(options_json, "options_json") }?)
-        };
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let options_json = unsafe { optional_str_arg(options_json, "options_json") }?;
         out_arg(tasks_out, "tasks_out")?;
         let config = synth_config(options_json)?;
         let repo = std::path::absolute(repo).map_err(|e| {
@@ -120,10 +119,9 @@ pub unsafe extern "C" fn frognano_synthesize(
             }
             Some(to_json(&value, "statistics")?)
         };
-        let handle = Box::into_raw(Box::new(FrognanoTaskSet { tasks }));
         // SAFETY: `tasks_out` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { tasks_out.write(handle) };
+        unsafe { write_handle(tasks_out, FrognanoTaskSet { tasks }) };
         if let Some(json) = stats_json {
             // SAFETY: `stats_json_out` is non-NULL here and the caller guarantees it is
             // writable.
@@ -150,10 +148,8 @@ pub unsafe extern "C" fn frognano_mutation_operators_json(
 ) -> *mut FrognanoError {
     guard(|| {
         out_arg(json_out, "json_out")?;
-        let json = to_json(&frognano_synth::operators(), "mutation operators")?;
         // SAFETY: `json_out` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(json_out, &json) };
-        Ok(())
+        unsafe { write_json(json_out, &frognano_synth::operators(), "mutation operators") }
     })
 }

@@ -14,7 +14,10 @@ use frognano_train::{
 };
 
 use crate::error::{FrognanoError, FrognanoErrorCode, invalid_option};
-use crate::ffi::{guard, guard_value, optional_str_arg, out_arg, str_arg, to_json, write_string};
+use crate::ffi::{
+    HandleArg, HandleArgMut, free_handle, guard, optional_str_arg, out_arg, read_handle, str_arg,
+    write_handle, write_json,
+};
 use crate::sandbox::FrognanoSandbox;
 
 /// Computes the advantages of one group of rollouts of the same task from their rewards, as
@@ -199,7 +202,7 @@ pub unsafe extern "C" fn frognano_trainer_new(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live sandbox handle.
-        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        let sandbox = unsafe { sandbox.live("sandbox") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let config_json = unsafe { optional_str_arg(config_json, "config_json") }?;
         out_arg(out, "out")?;
@@ -226,13 +229,18 @@ pub unsafe extern "C" fn frognano_trainer_new(
             })?;
             trainer.set_metrics_file(dir.join("metrics.jsonl"));
         }
-        let handle = Box::into_raw(Box::new(FrognanoTrainer {
-            trainer,
-            config,
-            held_out: pools.held_out,
-        }));
+        let held_out = pools.held_out;
         // SAFETY: `out` is non-NULL (checked above) and the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe {
+            write_handle(
+                out,
+                FrognanoTrainer {
+                    trainer,
+                    config,
+                    held_out,
+                },
+            )
+        };
         Ok(())
     })
 }
@@ -266,12 +274,11 @@ pub unsafe extern "C" fn frognano_trainer_iterate(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live trainer used by this thread only.
-        let trainer = unsafe { trainer.as_mut() }.ok_or_else(|| FrognanoError::null("trainer"))?;
+        let trainer = unsafe { trainer.live_mut("trainer") }?;
         let metrics = trainer.trainer.iterate()?;
         if !metrics_json.is_null() {
-            let json = to_json(&metrics, "iteration metrics")?;
             // SAFETY: `metrics_json` is non-NULL and the caller guarantees it is writable.
-            unsafe { write_string(metrics_json, &json) };
+            unsafe { write_json(metrics_json, &metrics, "iteration metrics") }?;
         }
         Ok(())
     })
@@ -287,10 +294,8 @@ pub unsafe extern "C" fn frognano_trainer_iterate(
 /// use by another thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_trainer_iteration(trainer: *const FrognanoTrainer) -> usize {
-    guard_value(0, || {
-        // SAFETY: the caller passes NULL or a live trainer handle.
-        unsafe { trainer.as_ref() }.map_or(0, |t| t.trainer.iteration())
-    })
+    // SAFETY: the caller passes NULL or a live trainer handle.
+    unsafe { read_handle(trainer, 0, |t| Some(t.trainer.iteration())) }
 }
 
 /// Evaluates the policy as trained so far on the held-out tasks: the repair policy with the
@@ -317,7 +322,7 @@ pub unsafe extern "C" fn frognano_trainer_evaluate(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live trainer used by this thread only.
-        let trainer = unsafe { trainer.as_mut() }.ok_or_else(|| FrognanoError::null("trainer"))?;
+        let trainer = unsafe { trainer.live_mut("trainer") }?;
         out_arg(summary_json, "summary_json")?;
         if trainer.held_out.is_empty() {
             return Err(FrognanoError::from(TrainError::NoTasks(
@@ -340,10 +345,27 @@ pub unsafe extern "C" fn frognano_trainer_evaluate(
             object.insert("iteration".into(), trainer.trainer.iteration().into());
             object.insert("held_out_tasks".into(), trainer.held_out.len().into());
         }
-        let json = to_json(&value, "summary")?;
         // SAFETY: `summary_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(summary_json, &json) };
+        unsafe { write_json(summary_json, &value, "summary") }
+    })
+}
+
+/// Runs a checkpoint call: borrows the trainer with `trainer` (its NULL check comes first), then
+/// reads the UTF-8 `path` and applies `call` to both.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string that stays valid during the call.
+unsafe fn checkpoint_call<T>(
+    trainer: impl FnOnce() -> Result<T, FrognanoError>,
+    path: *const c_char,
+    call: impl FnOnce(T, &Path) -> Result<(), TrainError>,
+) -> *mut FrognanoError {
+    guard(|| {
+        let trainer = trainer()?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let path = unsafe { str_arg(path, "path") }?;
+        call(trainer, Path::new(path))?;
         Ok(())
     })
 }
@@ -365,14 +387,15 @@ pub unsafe extern "C" fn frognano_trainer_save_checkpoint(
     trainer: *const FrognanoTrainer,
     path: *const c_char,
 ) -> *mut FrognanoError {
-    guard(|| {
-        // SAFETY: the caller passes NULL or a live trainer handle.
-        let trainer = unsafe { trainer.as_ref() }.ok_or_else(|| FrognanoError::null("trainer"))?;
-        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
-        let path = unsafe { str_arg(path, "path") }?;
-        trainer.trainer.save_checkpoint(Path::new(path))?;
-        Ok(())
-    })
+    // SAFETY: the caller passes NULL or a live trainer handle, and NULL or a valid
+    // NUL-terminated `path`.
+    unsafe {
+        checkpoint_call(
+            || trainer.live("trainer"),
+            path,
+            |trainer, path| trainer.trainer.save_checkpoint(path),
+        )
+    }
 }
 
 /// Restores a checkpoint written by `frognano_trainer_save_checkpoint` (UTF-8 path): the
@@ -393,14 +416,15 @@ pub unsafe extern "C" fn frognano_trainer_resume(
     trainer: *mut FrognanoTrainer,
     path: *const c_char,
 ) -> *mut FrognanoError {
-    guard(|| {
-        // SAFETY: the caller passes NULL or a live trainer used by this thread only.
-        let trainer = unsafe { trainer.as_mut() }.ok_or_else(|| FrognanoError::null("trainer"))?;
-        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
-        let path = unsafe { str_arg(path, "path") }?;
-        trainer.trainer.resume(Path::new(path))?;
-        Ok(())
-    })
+    // SAFETY: the caller passes NULL or a live trainer used by this thread only, and NULL or a
+    // valid NUL-terminated `path`.
+    unsafe {
+        checkpoint_call(
+            || trainer.live_mut("trainer"),
+            path,
+            |trainer, path| trainer.trainer.resume(path),
+        )
+    }
 }
 
 /// Serialises the policy's learnable state as one JSON object: `kind` (`"repair"`),
@@ -424,14 +448,12 @@ pub unsafe extern "C" fn frognano_trainer_policy_json(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live trainer handle.
-        let trainer = unsafe { trainer.as_ref() }.ok_or_else(|| FrognanoError::null("trainer"))?;
+        let trainer = unsafe { trainer.live("trainer") }?;
         out_arg(state_json, "state_json")?;
         let state = trainer.trainer.policy().state()?;
-        let json = to_json(&state, "policy state")?;
         // SAFETY: `state_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(state_json, &json) };
-        Ok(())
+        unsafe { write_json(state_json, &state, "policy state") }
     })
 }
 
@@ -445,13 +467,9 @@ pub unsafe extern "C" fn frognano_trainer_policy_json(
 /// call on it in progress; it must not be used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn frognano_trainer_free(trainer: *mut FrognanoTrainer) {
-    guard_value((), || {
-        if !trainer.is_null() {
-            // SAFETY: a non-NULL `trainer` was created by `Box::into_raw` in this library and
-            // the caller hands back its ownership exactly once, with no call in progress.
-            drop(unsafe { Box::from_raw(trainer) });
-        }
-    });
+    // SAFETY: same contract as this function: `trainer` is NULL or an owned handle
+    // handed back exactly once.
+    unsafe { free_handle(trainer) };
 }
 
 /// Runs a whole training job, as `frognano train` does: synthesizes the held-out set (and the
@@ -488,18 +506,16 @@ pub unsafe extern "C" fn frognano_train(
 ) -> *mut FrognanoError {
     guard(|| {
         // SAFETY: the caller passes NULL or a live sandbox handle.
-        let sandbox = unsafe { sandbox.as_ref() }.ok_or_else(|| FrognanoError::null("sandbox"))?;
+        let sandbox = unsafe { sandbox.live("sandbox") }?;
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let config_json = unsafe { optional_str_arg(config_json, "config_json") }?;
         out_arg(report_json, "report_json")?;
         let config = train_config(config_json)?;
         let pools = prepare_pools(&sandbox.inner, &config, &mut Quiet)?;
         let report = frognano_train::run(&sandbox.inner, &config, &pools, &mut Quiet, None)?;
-        let json = to_json(&report, "training report")?;
         // SAFETY: `report_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
-        unsafe { write_string(report_json, &json) };
-        Ok(())
+        unsafe { write_json(report_json, &report, "training report") }
     })
 }
 

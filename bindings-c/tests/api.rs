@@ -9,7 +9,7 @@ use frognano::*;
 
 mod common;
 use common::{
-    ScratchRepo, assert_ok, cstring, evaluate, read, shared_sandbox, take_error, textkit,
+    ScratchRepo, assert_ok, cstring, evaluate, owned, read, shared_sandbox, take_error, textkit,
 };
 
 /// Runs tests and returns the report or the error.
@@ -32,13 +32,7 @@ fn run(
             &mut report,
         )
     };
-    if error.is_null() {
-        assert!(!report.is_null());
-        Ok(report)
-    } else {
-        assert!(report.is_null(), "out-parameter written on failure");
-        Err(take_error(error))
-    }
+    owned(error, report)
 }
 
 // -------------------------------------------------------------------------------------------
@@ -137,76 +131,41 @@ fn limits_default_and_validation() {
 
 #[test]
 fn run_tests_rejects_null_arguments() {
-    let repo = textkit();
+    let repo_dir = textkit();
+    let repo = repo_dir.as_ptr();
+    let sandbox = shared_sandbox();
     let mut report = ptr::null_mut();
-    // SAFETY: NULL arguments are reported as errors; the others are valid.
-    unsafe {
-        let error = frognano_sandbox_run_tests(
-            ptr::null(),
-            repo.as_ptr(),
-            ptr::null(),
-            ptr::null(),
-            0,
-            &mut report,
-        );
-        assert_eq!(take_error(error).0, FrognanoErrorCode::NullPointer);
-        let error = frognano_sandbox_run_tests(
-            shared_sandbox(),
-            ptr::null(),
-            ptr::null(),
-            ptr::null(),
-            0,
-            &mut report,
-        );
-        let (code, message) = take_error(error);
-        assert_eq!(code, FrognanoErrorCode::NullPointer);
-        assert!(message.contains("repo_dir"), "{message}");
-        let error = frognano_sandbox_run_tests(
-            shared_sandbox(),
-            repo.as_ptr(),
-            ptr::null(),
-            ptr::null(),
-            0,
-            ptr::null_mut(),
-        );
-        assert_eq!(take_error(error).0, FrognanoErrorCode::NullPointer);
-        let error = frognano_sandbox_run_tests(
-            shared_sandbox(),
-            repo.as_ptr(),
-            ptr::null(),
-            ptr::null(),
-            2,
-            &mut report,
-        );
-        let (code, message) = take_error(error);
-        assert_eq!(code, FrognanoErrorCode::NullPointer);
-        assert!(message.contains("pytest_args"), "{message}");
-        let argv = [c"-q".as_ptr(), ptr::null()];
-        let error = frognano_sandbox_run_tests(
-            shared_sandbox(),
-            repo.as_ptr(),
-            ptr::null(),
-            argv.as_ptr(),
-            argv.len(),
-            &mut report,
-        );
-        let (code, message) = take_error(error);
-        assert_eq!(code, FrognanoErrorCode::NullPointer);
-        assert!(message.contains("pytest_args[1]"), "{message}");
-        let bad = CString::new(vec![b'-', 0xc3]).expect("no NUL");
-        let argv = [bad.as_ptr()];
-        let error = frognano_sandbox_run_tests(
-            shared_sandbox(),
-            repo.as_ptr(),
-            ptr::null(),
-            argv.as_ptr(),
-            argv.len(),
-            &mut report,
-        );
-        let (code, message) = take_error(error);
-        assert_eq!(code, FrognanoErrorCode::InvalidUtf8);
-        assert!(message.contains("pytest_args[0]"), "{message}");
-    }
+    let out: *mut *mut FrognanoReport = &mut report;
+    // Runs the tests without limits and takes the error.
+    let run = |sandbox, repo, args, n_args, out| {
+        // SAFETY: NULL arguments are reported as errors; the others are valid for the call.
+        take_error(unsafe {
+            frognano_sandbox_run_tests(sandbox, repo, ptr::null(), args, n_args, out)
+        })
+    };
+    assert_eq!(
+        run(ptr::null(), repo, ptr::null(), 0, out).0,
+        FrognanoErrorCode::NullPointer
+    );
+    let (code, message) = run(sandbox, ptr::null(), ptr::null(), 0, out);
+    assert_eq!(code, FrognanoErrorCode::NullPointer);
+    assert!(message.contains("repo_dir"), "{message}");
+    assert_eq!(
+        run(sandbox, repo, ptr::null(), 0, ptr::null_mut()).0,
+        FrognanoErrorCode::NullPointer
+    );
+    let (code, message) = run(sandbox, repo, ptr::null(), 2, out);
+    assert_eq!(code, FrognanoErrorCode::NullPointer);
+    assert!(message.contains("pytest_args"), "{message}");
+    let argv = [c"-q".as_ptr(), ptr::null()];
+    let (code, message) = run(sandbox, repo, argv.as_ptr(), argv.len(), out);
+    assert_eq!(code, FrognanoErrorCode::NullPointer);
+    assert!(message.contains("pytest_args[1]"), "{message}");
+    let bad = CString::new(vec![b'-', 0xc3]).expect("no NUL");
+    let argv = [bad.as_ptr()];
+    let (code, message) = run(sandbox, repo, argv.as_ptr(), argv.len(), out);
+    assert_eq!(code, FrognanoErrorCode::InvalidUtf8);
+    assert!(message.contains("pytest_args[0]"), "{message}");
     assert!(report.is_null());
 }
 
@@ -504,13 +463,7 @@ fn step(
     let mut out = ptr::null_mut();
     // SAFETY: live environment, valid string and out-pointer.
     let error = unsafe { frognano_env_step(env, action.as_ptr(), &mut out) };
-    if error.is_null() {
-        assert!(!out.is_null());
-        Ok(out)
-    } else {
-        assert!(out.is_null(), "out-parameter written on failure");
-        Err(take_error(error))
-    }
+    owned(error, out)
 }
 
 #[test]

@@ -11,7 +11,7 @@ use frognano::*;
 use serde_json::{Value, json};
 
 mod common;
-use common::{assert_ok, cstring, take_error, take_json};
+use common::{assert_ok, cstring, not_utf8, owned, take_error, take_json};
 
 /// The tiny model's fp32 folder, made once per test binary.
 fn tiny() -> &'static Path {
@@ -52,13 +52,7 @@ fn load(model: &str, options: Option<&str>) -> Result<Model, (FrognanoErrorCode,
             &mut out,
         )
     };
-    if error.is_null() {
-        assert!(!out.is_null());
-        Ok(Model(out))
-    } else {
-        assert!(out.is_null(), "out-parameter written on failure");
-        Err(take_error(error))
-    }
+    owned(error, out).map(Model)
 }
 
 fn tiny_model() -> Model {
@@ -289,12 +283,7 @@ fn null_pointers_and_bad_strings_are_handled() {
             ptr::null_mut(),
         ));
         assert_eq!(code, FrognanoErrorCode::NullPointer);
-        let bad = [0xffu8, 0xfe, 0];
-        let (code, _) = take_error(frognano_model_load(
-            bad.as_ptr().cast(),
-            ptr::null(),
-            &mut out_model,
-        ));
+        let (code, _) = take_error(frognano_model_load(not_utf8(), ptr::null(), &mut out_model));
         assert_eq!(code, FrognanoErrorCode::InvalidUtf8);
         assert!(out_model.is_null());
 
@@ -314,11 +303,7 @@ fn null_pointers_and_bad_strings_are_handled() {
             ptr::null_mut(),
         ));
         assert_eq!(code, FrognanoErrorCode::NullPointer);
-        let (code, _) = take_error(frognano_model_generate(
-            model.0,
-            bad.as_ptr().cast(),
-            &mut out_json,
-        ));
+        let (code, _) = take_error(frognano_model_generate(model.0, not_utf8(), &mut out_json));
         assert_eq!(code, FrognanoErrorCode::InvalidUtf8);
         assert!(out_json.is_null());
 

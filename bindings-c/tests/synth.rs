@@ -1,7 +1,7 @@
 //! Task synthesis through the exported C functions (`frognano_synthesize`,
 //! `frognano_mutation_operators_json`), as a C program would call them.
 
-use std::ffi::{CStr, c_char};
+use std::ffi::CStr;
 use std::path::Path;
 use std::ptr;
 
@@ -9,7 +9,8 @@ use frognano::*;
 
 mod common;
 use common::{
-    ScratchRepo, assert_ok, cstring, evaluate, shared_sandbox, take_error, take_string, textkit,
+    ScratchRepo, assert_ok, cstring, evaluate, not_utf8, shared_sandbox, take_error, take_string,
+    textkit,
 };
 
 /// Calls `frognano_synthesize`: the task set and the parsed statistics, or the error (checking
@@ -171,8 +172,7 @@ fn unusable_repositories_are_synthesis_or_repo_errors() {
 #[test]
 fn synthesize_rejects_null_and_non_utf8_arguments() {
     let repo = textkit();
-    let not_utf8 = [0xffu8, 0xfe, 0x00];
-    let not_utf8 = not_utf8.as_ptr().cast::<c_char>();
+    let not_utf8 = not_utf8();
     let mut tasks = ptr::null_mut();
     let mut stats = ptr::null_mut();
     // SAFETY: every pointer is NULL or valid for the call.

@@ -2,14 +2,16 @@
 //! `frognano_learnability`, the `FrognanoTrainer` handle and `frognano_train`), as a C program
 //! would call them.
 
-use std::ffi::{CString, c_char};
+use std::ffi::CString;
 use std::path::PathBuf;
 use std::ptr;
 
 use frognano::*;
 
 mod common;
-use common::{assert_ok, cstring, shared_sandbox, take_error, take_json, textkit_dir};
+use common::{
+    assert_ok, cstring, not_utf8, owned, shared_sandbox, take_error, take_json, textkit_dir,
+};
 
 /// Calls `frognano_group_advantages`: the advantages, or the error (checking that `out` stays
 /// untouched on failure).
@@ -129,7 +131,6 @@ fn advantage_errors() {
     let rewards = [1.0, 0.0];
     let mut out = [0.0; 2];
     let grpo = cstring("grpo");
-    let not_utf8 = [0xffu8, 0xfe, 0x00];
     // SAFETY: every pointer is NULL or valid for the call.
     unsafe {
         let null = FrognanoErrorCode::NullPointer;
@@ -172,7 +173,7 @@ fn advantage_errors() {
             take_error(frognano_group_advantages(
                 rewards.as_ptr(),
                 2,
-                not_utf8.as_ptr().cast::<c_char>(),
+                not_utf8(),
                 out.as_mut_ptr(),
             ))
             .0,
@@ -260,13 +261,7 @@ fn new_trainer(config: Option<&str>) -> Result<*mut FrognanoTrainer, (FrognanoEr
             &mut trainer,
         )
     };
-    if error.is_null() {
-        assert!(!trainer.is_null());
-        Ok(trainer)
-    } else {
-        assert!(trainer.is_null(), "out-parameter written on failure");
-        Err(take_error(error))
-    }
+    owned(error, trainer)
 }
 
 fn policy_state(trainer: *const FrognanoTrainer) -> serde_json::Value {
@@ -461,8 +456,7 @@ fn bad_configurations_are_config_errors_with_a_message() {
 fn trainer_functions_reject_null_and_non_utf8_arguments() {
     let config = cstring(&tiny_config(&textkit_dir()));
     let path = cstring("checkpoint.json");
-    let not_utf8 = [0xffu8, 0xfe, 0x00];
-    let not_utf8 = not_utf8.as_ptr().cast::<c_char>();
+    let not_utf8 = not_utf8();
     let mut json = ptr::null_mut();
     let mut trainer = ptr::null_mut();
     // SAFETY: every pointer is NULL or valid for the call; no trainer is ever made.

@@ -129,6 +129,20 @@ impl TaskSynthesizer for PySource {
     }
 }
 
+/// The Rust source behind a `FrontierSynthesizer`, `StaticCurriculum` or `EasyToHard`.
+fn shared_source(source: &Bound<'_, PyAny>) -> Option<Arc<Mutex<dyn TaskSynthesizer>>> {
+    if let Ok(s) = source.cast::<PyFrontierSynthesizer>() {
+        return Some(s.get().inner.clone());
+    }
+    if let Ok(s) = source.cast::<PyStaticCurriculum>() {
+        return Some(s.get().inner.clone());
+    }
+    if let Ok(s) = source.cast::<PyEasyToHard>() {
+        return Some(s.get().inner.clone());
+    }
+    None
+}
+
 /// The task source of a trainer: one of the Rust sources (shared), a list of tasks (a static
 /// curriculum, seed 0) or an object with `propose` and `feedback`.
 pub(crate) fn task_source(
@@ -136,14 +150,8 @@ pub(crate) fn task_source(
     source: &Bound<'_, PyAny>,
     slot: &ErrorSlot,
 ) -> PyResult<Box<dyn TaskSynthesizer>> {
-    if let Ok(s) = source.cast::<PyFrontierSynthesizer>() {
-        return Ok(Box::new(SharedSource(s.get().inner.clone())));
-    }
-    if let Ok(s) = source.cast::<PyStaticCurriculum>() {
-        return Ok(Box::new(SharedSource(s.get().inner.clone())));
-    }
-    if let Ok(s) = source.cast::<PyEasyToHard>() {
-        return Ok(Box::new(SharedSource(s.get().inner.clone())));
+    if let Some(shared) = shared_source(source) {
+        return Ok(Box::new(SharedSource(shared)));
     }
     if source.is_instance_of::<PyList>() || source.is_instance_of::<PyTuple>() {
         let tasks = tasks_from_py(py, source)?;
@@ -169,54 +177,14 @@ pub(crate) fn task_source(
     ))
 }
 
-/// The task-source protocol over a shared Rust source, with the GIL released.
-fn source_propose<'py>(
-    py: Python<'py>,
-    source: &Mutex<dyn TaskSynthesizer>,
-    n: usize,
-) -> PyResult<Bound<'py, PyAny>> {
-    let tasks = py
-        .detach(|| lock(source).propose(n))
-        .map_err(|e| py_err(py, e))?;
-    to_py(py, &tasks)
-}
-
-fn source_feedback(
+/// What `f` returns from the shared Rust `source`, called with the GIL released.
+fn source_call<T: Send>(
     py: Python<'_>,
     source: &Mutex<dyn TaskSynthesizer>,
-    outcomes: &Bound<'_, PyAny>,
-) -> PyResult<()> {
-    let outcomes = outcomes_from_py(py, outcomes)?;
-    py.detach(|| lock(source).feedback(&outcomes))
+    f: impl Send + FnOnce(&mut dyn TaskSynthesizer) -> frognano_core::Result<T>,
+) -> PyResult<T> {
+    py.detach(|| f(&mut *lock(source)))
         .map_err(|e| py_err(py, e))
-}
-
-fn source_metrics<'py>(
-    py: Python<'py>,
-    source: &Mutex<dyn TaskSynthesizer>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let metrics = py.detach(|| lock(source).metrics());
-    to_py(py, &metrics)
-}
-
-fn source_state<'py>(
-    py: Python<'py>,
-    source: &Mutex<dyn TaskSynthesizer>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let state = py
-        .detach(|| lock(source).state())
-        .map_err(|e| py_err(py, e))?;
-    to_py(py, &state)
-}
-
-fn source_load_state(
-    py: Python<'_>,
-    source: &Mutex<dyn TaskSynthesizer>,
-    state: &Bound<'_, PyAny>,
-) -> PyResult<()> {
-    let state = from_py_json(py, state)?;
-    py.detach(|| lock(source).load_state(&state))
-        .map_err(|e| invalid(py, e.to_string()))
 }
 
 /// The `#[pymethods]` of a task source class holding `inner: Arc<Mutex<..>>`: the task-source
@@ -235,27 +203,31 @@ macro_rules! task_source_methods {
         impl $class {
             $(#[$propose])*
             fn propose<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-                source_propose(py, &*self.inner, n)
+                to_py(py, &source_call(py, &*self.inner, |s| s.propose(n))?)
             }
 
             $(#[$feedback])*
             fn feedback(&self, py: Python<'_>, outcomes: Bound<'_, PyAny>) -> PyResult<()> {
-                source_feedback(py, &*self.inner, &outcomes)
+                let outcomes = outcomes_from_py(py, &outcomes)?;
+                source_call(py, &*self.inner, |s| s.feedback(&outcomes))
             }
 
             $(#[$metrics])*
             fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                source_metrics(py, &*self.inner)
+                to_py(py, &source_call(py, &*self.inner, |s| Ok(s.metrics()))?)
             }
 
             $(#[$state])*
             fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                source_state(py, &*self.inner)
+                to_py(py, &source_call(py, &*self.inner, |s| s.state())?)
             }
 
             /// load_state(state): restores a state().
             fn load_state(&self, py: Python<'_>, state: Bound<'_, PyAny>) -> PyResult<()> {
-                source_load_state(py, &*self.inner, &state)
+                let state = from_py_json(py, &state)?;
+                let inner = &*self.inner;
+                py.detach(|| lock(inner).load_state(&state))
+                    .map_err(|e| invalid(py, e.to_string()))
             }
 
             $($own)*

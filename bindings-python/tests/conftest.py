@@ -1,5 +1,9 @@
 import os
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,42 @@ def make_repo(tmp_path):
 @pytest.fixture
 def sample_repo():
     return REPOS / "textkit"
+
+
+CTRL_C_SCRIPT = textwrap.dedent(
+    """
+    import sys, time, frognano
+    {setup}
+    print("ready", flush=True)
+    started = time.time()
+    try:
+        {call}
+    except KeyboardInterrupt:
+        print("interrupted after %.1f s" % (time.time() - started), flush=True)
+        sys.exit(42)
+    """
+)
+
+
+@pytest.fixture
+def ctrl_c():
+    """Runs `setup` then `call` in a child Python, sends it SIGINT `after` seconds past setup
+    and asserts that the call was interrupted (the child may take `timeout` seconds to exit)."""
+
+    def run(setup, call, after, timeout):
+        script = CTRL_C_SCRIPT.format(setup=setup, call=call)
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(after)
+        child.send_signal(signal.SIGINT)
+        try:
+            code = child.wait(timeout=timeout)
+        finally:
+            child.kill()
+        assert code == 42
+        assert "interrupted" in child.stdout.read()
+
+    return run
 
 
 def pytest_report_header(config):

@@ -1,10 +1,5 @@
 """Task synthesis through the installed package: Synthesizer, synthesize, mutation_operators."""
 
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -157,27 +152,10 @@ def test_mutation_operators():
     assert all(op["description"] for op in operators)
 
 
-def test_ctrl_c_cancels_generation(sample_repo):
-    script = textwrap.dedent(
-        f"""
-        import sys, time, frognano
-        synth = frognano.Synthesizer({str(sample_repo)!r}, seed=3)
-        print("ready", flush=True)
-        started = time.time()
-        try:
-            synth.generate(100000)
-        except KeyboardInterrupt:
-            print("interrupted after %.1f s" % (time.time() - started), flush=True)
-            sys.exit(42)
-        """
+def test_ctrl_c_cancels_generation(sample_repo, ctrl_c):
+    ctrl_c(
+        f"synth = frognano.Synthesizer({str(sample_repo)!r}, seed=3)",
+        "synth.generate(100000)",
+        after=1.5,
+        timeout=30,
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline().strip() == "ready"
-    time.sleep(1.5)
-    child.send_signal(signal.SIGINT)
-    try:
-        code = child.wait(timeout=30)
-    finally:
-        child.kill()
-    assert code == 42
-    assert "interrupted" in child.stdout.read()

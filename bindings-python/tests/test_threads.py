@@ -1,10 +1,22 @@
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
+
+
+def seconds(action):
+    """The wall-clock seconds `action()` takes."""
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def in_threads(count, target, *args):
+    """Runs `target(*args)` in `count` threads at once and waits for them all."""
+    threads = [threading.Thread(target=target, args=args) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def test_long_calls_release_the_gil(sandbox, sample_repo):
@@ -27,17 +39,8 @@ def test_long_calls_release_the_gil(sandbox, sample_repo):
 
 
 def test_two_threads_overlap(sandbox, sample_repo):
-    started = time.perf_counter()
-    sandbox.run_tests(sample_repo)
-    sandbox.run_tests(sample_repo)
-    serial = time.perf_counter() - started
-    threads = [threading.Thread(target=sandbox.run_tests, args=(sample_repo,)) for _ in range(2)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    parallel = time.perf_counter() - started
+    serial = seconds(lambda: [sandbox.run_tests(sample_repo) for _ in range(2)])
+    parallel = seconds(lambda: in_threads(2, sandbox.run_tests, sample_repo))
     print("serial %.3f s, two threads %.3f s, ratio %.2f" % (serial, parallel, parallel / serial))
     # How much faster two threads are depends on the cores the machine really gives (see
     # bench_threads.py); test_long_calls_release_the_gil proves the overlap. Here: threads must
@@ -45,30 +48,13 @@ def test_two_threads_overlap(sandbox, sample_repo):
     assert parallel < serial * 1.3
 
 
-def test_ctrl_c_cancels_a_run(tmp_path):
+def test_ctrl_c_cancels_a_run(tmp_path, ctrl_c):
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "test_spin.py").write_text("def test_spin():\n    while True:\n        pass\n")
-    script = textwrap.dedent(
-        f"""
-        import sys, time, frognano
-        sandbox = frognano.Sandbox()
-        print("ready", flush=True)
-        started = time.time()
-        try:
-            sandbox.run_tests({str(repo)!r}, timeout=600)
-        except KeyboardInterrupt:
-            print("interrupted after %.1f s" % (time.time() - started), flush=True)
-            sys.exit(42)
-        """
+    ctrl_c(
+        "sandbox = frognano.Sandbox()",
+        f"sandbox.run_tests({str(repo)!r}, timeout=600)",
+        after=1.0,
+        timeout=15,
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline().strip() == "ready"
-    time.sleep(1.0)
-    child.send_signal(signal.SIGINT)
-    try:
-        code = child.wait(timeout=15)
-    finally:
-        child.kill()
-    assert code == 42
-    assert "interrupted" in child.stdout.read()

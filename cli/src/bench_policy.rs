@@ -220,22 +220,11 @@ pub fn bench_policy(args: &BenchPolicyArgs) -> anyhow::Result<ExitCode> {
             .collect::<Vec<_>>()
             .join(",");
         let bar = spinner(precision);
-        let ours_command = || {
-            let mut command = Command::new(&me);
+        // Both workers take the same options after their own program and arguments.
+        let worker_command = |program: &std::ffi::OsStr, leading: &[&std::ffi::OsStr]| {
+            let mut command = Command::new(program);
             command
-                .args(["bench", "policy-worker", "--model"])
-                .arg(&dir)
-                .arg("--prompts")
-                .arg(&prompts)
-                .args(["--new-tokens", &args.new_tokens.to_string()])
-                .args(["--batch-sizes", &batches])
-                .args(["--repeats", &args.repeats.to_string()]);
-            command
-        };
-        let peer_command = |python: &std::path::Path| {
-            let mut command = Command::new(python);
-            command
-                .arg(&genai_script)
+                .args(leading)
                 .arg("--model")
                 .arg(&dir)
                 .arg("--prompts")
@@ -245,6 +234,10 @@ pub fn bench_policy(args: &BenchPolicyArgs) -> anyhow::Result<ExitCode> {
                 .args(["--repeats", &args.repeats.to_string()]);
             command
         };
+        let ours_command =
+            || worker_command(me.as_ref(), &["bench".as_ref(), "policy-worker".as_ref()]);
+        let peer_command =
+            |python: &std::path::Path| worker_command(python.as_ref(), &[genai_script.as_ref()]);
         let mut ours_rounds = Vec::new();
         let mut peer_rounds = Vec::new();
         for round in 0..args.rounds.max(1) {

@@ -1,7 +1,8 @@
 //! The `frognano` command as a user runs it.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use frognano_sandbox::testing::{workspace_root as root, write_repo};
 
 fn frognano(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_frognano"))
@@ -11,16 +12,16 @@ fn frognano(args: &[&str]) -> Output {
         .expect("run frognano")
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn write_repo(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (path, contents) in files {
-        std::fs::write(dir.path().join(path), contents).expect("write");
-    }
-    dir
+/// Asserts that frognano exited with status 0 and returns what it printed on stdout.
+fn assert_success(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 fn json(output: &Output) -> serde_json::Value {
@@ -36,12 +37,7 @@ fn json(output: &Output) -> serde_json::Value {
 #[test]
 fn test_json_reports_a_passing_sample_repo() {
     let output = frognano(&["test", "examples/repos/textkit", "--json"]);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output);
     let report = json(&output);
     assert_eq!(report["outcome"], "passed");
     for key in [
@@ -130,13 +126,7 @@ fn bad_input_is_a_clear_error() {
 #[test]
 fn bench_prints_medians_and_ratio() {
     let output = frognano(&["bench", "sandbox", "--runs", "1"]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = assert_success(&output);
     assert!(stdout.contains("ratio sandbox/native:"), "{stdout}");
 }
 
@@ -151,13 +141,7 @@ fn eval_runs_the_oracle_and_writes_records() {
         "--out",
         out.to_str().expect("utf-8 path"),
     ]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = assert_success(&output);
     assert!(stdout.contains("2 (100.0%)"), "{stdout}");
     assert!(stdout.contains("env steps/s"), "{stdout}");
     let records = std::fs::read_to_string(&out).expect("records");

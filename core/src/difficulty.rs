@@ -88,14 +88,7 @@ mod tests {
     use super::*;
 
     fn task() -> Task {
-        serde_json::from_value(serde_json::json!({
-            "id": "t",
-            "repo": {"kind": "path", "path": "/nonexistent"},
-            "bug_patch": "",
-            "problem_statement": "x",
-            "fail_to_pass": ["t::a"],
-        }))
-        .expect("task")
+        Task::new("t", "/nonexistent", "x", vec!["t::a".into()])
     }
 
     #[test]

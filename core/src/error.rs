@@ -175,6 +175,46 @@ impl Error {
 /// `Result` with the domain [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Gives a crate's error type, which has an `Io { context: String, source: std::io::Error }`
+/// variant, the constructor `io(context)` for `map_err`: it wraps an I/O error with what was
+/// being done.
+///
+/// ```
+/// #[derive(Debug)]
+/// enum MyError {
+///     Io { context: String, source: std::io::Error },
+/// }
+/// frognano_core::impl_io_constructor!(pub(crate) MyError);
+/// let err = MyError::io("read x")(std::io::ErrorKind::NotFound.into());
+/// assert!(matches!(err, MyError::Io { context, .. } if context == "read x"));
+/// ```
+#[macro_export]
+macro_rules! impl_io_constructor {
+    ($vis:vis $error:ident) => {
+        impl $error {
+            /// Wraps an I/O error with what was being done.
+            $vis fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> $error {
+                let context = context.into();
+                move |source| $error::Io { context, source }
+            }
+        }
+    };
+}
+
+/// Carries a crate's error type (one with a `kind()`) into [`Error`] as the failure of the named
+/// component, keeping its kind and the error itself as the source.
+#[macro_export]
+macro_rules! impl_into_component_error {
+    ($error:ty, $component:literal) => {
+        impl From<$error> for $crate::Error {
+            fn from(err: $error) -> Self {
+                let kind = err.kind();
+                $crate::Error::component($component, kind, err)
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,18 @@ pub struct TestRecord {
     pub message: Option<String>,
 }
 
+impl TestRecord {
+    /// A record of `id` with `outcome`, no duration and no message.
+    pub fn new(id: impl Into<String>, outcome: TestOutcome) -> Self {
+        TestRecord {
+            id: id.into(),
+            outcome,
+            duration_s: 0.0,
+            message: None,
+        }
+    }
+}
+
 /// The structured result of one sandboxed test run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestReport {
@@ -267,15 +279,6 @@ impl TestRunObservation {
 mod tests {
     use super::*;
 
-    fn record(id: &str, outcome: TestOutcome) -> TestRecord {
-        TestRecord {
-            id: id.into(),
-            outcome,
-            duration_s: 0.0,
-            message: None,
-        }
-    }
-
     #[test]
     fn observations_without_a_test_run_serialise_as_before() {
         let plain = crate::Observation {
@@ -327,9 +330,9 @@ mod tests {
     fn counts_and_outcome_follow_records() {
         let report = TestReport::from_records(
             vec![
-                record("a", TestOutcome::Passed),
-                record("b", TestOutcome::Skipped),
-                record("c", TestOutcome::Xfailed),
+                TestRecord::new("a", TestOutcome::Passed),
+                TestRecord::new("b", TestOutcome::Skipped),
+                TestRecord::new("c", TestOutcome::Xfailed),
             ],
             0.5,
         );
@@ -338,8 +341,8 @@ mod tests {
 
         let report = TestReport::from_records(
             vec![
-                record("a", TestOutcome::Passed),
-                record("b", TestOutcome::Error),
+                TestRecord::new("a", TestOutcome::Passed),
+                TestRecord::new("b", TestOutcome::Error),
             ],
             0.5,
         );
@@ -350,7 +353,8 @@ mod tests {
 
     #[test]
     fn json_uses_documented_names() {
-        let report = TestReport::from_records(vec![record("t::x", TestOutcome::Xpassed)], 1.0);
+        let report =
+            TestReport::from_records(vec![TestRecord::new("t::x", TestOutcome::Xpassed)], 1.0);
         let json = serde_json::to_value(&report).expect("serialise");
         assert_eq!(json["outcome"], "passed");
         assert_eq!(json["tests"][0]["outcome"], "xpassed");

@@ -170,6 +170,33 @@ pub struct Task {
 }
 
 impl Task {
+    /// A task on the repository at `repo` with the given statement and FAIL_TO_PASS tests, no
+    /// bug patch and defaults for everything else (no PASS_TO_PASS tests, default limits, no
+    /// metadata).
+    pub fn new(
+        id: impl Into<String>,
+        repo: impl Into<PathBuf>,
+        problem_statement: impl Into<String>,
+        fail_to_pass: Vec<String>,
+    ) -> Self {
+        Task {
+            id: id.into(),
+            repo: RepoSource::Path {
+                path: repo.into(),
+                content_hash: None,
+            },
+            bug_patch: String::new(),
+            gold_patch: None,
+            test_patch: None,
+            problem_statement: problem_statement.into(),
+            fail_to_pass,
+            pass_to_pass: Vec::new(),
+            test_args: Vec::new(),
+            limits: Limits::default(),
+            metadata: serde_json::Map::new(),
+        }
+    }
+
     /// Checks what can be checked without the repository: a usable id, at least one
     /// FAIL_TO_PASS test, no test both FAIL_TO_PASS and PASS_TO_PASS, sane limits, and a bug or
     /// a fix to work from.

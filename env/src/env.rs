@@ -185,6 +185,27 @@ pub struct StepRecord {
     pub decision: Option<serde_json::Value>,
 }
 
+impl StepRecord {
+    /// Step `step`: `action` answered by `observation` with `reward`, no parsed tool call, no
+    /// error, no test run, no time taken and nothing recorded for a learner.
+    pub fn new(step: usize, action: Action, observation: String, reward: f64) -> Self {
+        StepRecord {
+            step,
+            action,
+            tool: None,
+            observation,
+            is_error: false,
+            reward,
+            elapsed_ms: 0.0,
+            tests: None,
+            logprobs: Vec::new(),
+            token_ids: None,
+            loss_mask: None,
+            decision: None,
+        }
+    }
+}
+
 /// Everything about one episode: a training trajectory and an evaluation record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeRecord {
@@ -463,18 +484,11 @@ impl RepoEnv {
             test_run,
         };
         ep.steps.push(StepRecord {
-            step,
-            action: action.clone(),
             tool: parsed.as_ref().ok().map(ToolRequest::to_tool_call),
-            observation: observation.text.clone(),
             is_error,
-            reward,
             elapsed_ms,
             tests,
-            logprobs: Vec::new(),
-            token_ids: None,
-            loss_mask: None,
-            decision: None,
+            ..StepRecord::new(step, action.clone(), observation.text.clone(), reward)
         });
         ep.history.push(Turn {
             action: action.clone(),

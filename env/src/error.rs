@@ -64,13 +64,7 @@ pub enum EnvError {
     },
 }
 
-impl EnvError {
-    /// Wraps an I/O error with what was being done.
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> EnvError {
-        let context = context.into();
-        move |source| EnvError::Io { context, source }
-    }
-}
+frognano_core::impl_io_constructor!(pub(crate) EnvError);
 
 impl EnvError {
     /// What sort of failure this is.

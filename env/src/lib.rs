@@ -32,6 +32,8 @@ mod eval;
 mod pool;
 pub mod protocol;
 pub mod taskset;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tools;
 
 pub use env::{

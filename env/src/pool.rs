@@ -408,20 +408,12 @@ mod tests {
             self.left = self.left.checked_sub(1).ok_or(EnvError::NoEpisode)?;
             let done = self.left == 0;
             let observation = Observation::default();
-            self.steps.push(StepRecord {
-                step: self.steps.len() + 1,
-                action: action.clone(),
-                tool: None,
-                observation: String::new(),
-                is_error: false,
-                reward: f64::from(u8::from(done)),
-                elapsed_ms: 0.0,
-                tests: None,
-                logprobs: Vec::new(),
-                token_ids: None,
-                loss_mask: None,
-                decision: None,
-            });
+            self.steps.push(StepRecord::new(
+                self.steps.len() + 1,
+                action.clone(),
+                String::new(),
+                f64::from(u8::from(done)),
+            ));
             self.history.push(frognano_core::Turn {
                 action: action.clone(),
                 observation: observation.clone(),
@@ -492,14 +484,7 @@ mod tests {
     }
 
     fn task(id: &str, steps: u64) -> Task {
-        let mut task: Task = serde_json::from_value(serde_json::json!({
-            "id": id,
-            "repo": {"kind": "path", "path": "/nonexistent"},
-            "bug_patch": "",
-            "problem_statement": "x",
-            "fail_to_pass": ["t::a"],
-        }))
-        .expect("task");
+        let mut task = Task::new(id, "/nonexistent", "x", vec!["t::a".into()]);
         task.metadata.insert("steps".into(), steps.into());
         task
     }

@@ -176,6 +176,26 @@ impl Workspace {
         }
     }
 
+    /// The file path `tool` was given, or the observation refusing it.
+    fn file_path(raw: &str, tool: &str) -> std::result::Result<String, ToolOutput> {
+        match Self::resolve(raw) {
+            Ok(p) if !p.is_empty() => Ok(p),
+            Ok(_) => Err(ToolOutput::error(format!("{tool} needs a file path."))),
+            Err(msg) => Err(ToolOutput::error(msg)),
+        }
+    }
+
+    /// The path `tool` was given and the text of that file, or the observation refusing it.
+    fn file_and_text(
+        &self,
+        raw: &str,
+        tool: &str,
+    ) -> std::result::Result<(String, String), ToolOutput> {
+        let path = Self::file_path(raw, tool)?;
+        let text = self.read_text(&path)?;
+        Ok((path, text))
+    }
+
     fn read_text(&self, path: &str) -> std::result::Result<String, ToolOutput> {
         match self.dir.read(path) {
             Ok(bytes) => String::from_utf8(bytes)
@@ -464,13 +484,8 @@ impl Workspace {
     }
 
     fn edit(&mut self, raw: &str, search: &str, replace: &str) -> ToolOutput {
-        let path = match Self::resolve(raw) {
-            Ok(p) if !p.is_empty() => p,
-            Ok(_) => return ToolOutput::error("edit needs a file path."),
-            Err(msg) => return ToolOutput::error(msg),
-        };
-        let text = match self.read_text(&path) {
-            Ok(t) => t,
+        let (path, text) = match self.file_and_text(raw, "edit") {
+            Ok(found) => found,
             Err(e) => return e,
         };
         if search == replace {
@@ -527,10 +542,9 @@ impl Workspace {
     }
 
     fn create(&mut self, raw: &str, content: &str) -> ToolOutput {
-        let path = match Self::resolve(raw) {
-            Ok(p) if !p.is_empty() => p,
-            Ok(_) => return ToolOutput::error("create needs a file path."),
-            Err(msg) => return ToolOutput::error(msg),
+        let path = match Self::file_path(raw, "create") {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         match self.dir.symlink_metadata(&path) {
             Ok(m) if m.is_dir() => {
@@ -552,13 +566,8 @@ impl Workspace {
     }
 
     fn insert(&mut self, raw: &str, line: usize, text: &str) -> ToolOutput {
-        let path = match Self::resolve(raw) {
-            Ok(p) if !p.is_empty() => p,
-            Ok(_) => return ToolOutput::error("insert needs a file path."),
-            Err(msg) => return ToolOutput::error(msg),
-        };
-        let old = match self.read_text(&path) {
-            Ok(t) => t,
+        let (path, old) = match self.file_and_text(raw, "insert") {
+            Ok(found) => found,
             Err(e) => return e,
         };
         let total = old.lines().count();

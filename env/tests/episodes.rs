@@ -1,28 +1,12 @@
 //! RepoEnv and EnvPool against the real sandbox and the hand-made sample tasks.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::Path;
 
-use frognano_core::{Action, Policy, Task, ToolCall};
+use frognano_core::{Action, Task, ToolCall};
+use frognano_env::testing::{assert_all_resolved, rollout};
 use frognano_env::{EnvConfig, EnvPool, EpisodeRecord, EvalSummary, RepoEnv, repo, taskset};
 use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
-use frognano_sandbox::{Sandbox, SandboxOptions};
-
-fn sandbox() -> Arc<Sandbox> {
-    static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| {
-            Arc::new(
-                Sandbox::new(SandboxOptions::default(), &|msg| eprintln!("setup: {msg}"))
-                    .expect("sandbox setup"),
-            )
-        })
-        .clone()
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use frognano_sandbox::testing::{shared_sandbox as sandbox, workspace_root as root};
 
 fn sample_tasks() -> Vec<Task> {
     taskset::load_tasks(&root().join("examples/tasks/sample.jsonl")).expect("sample tasks load")
@@ -32,20 +16,6 @@ fn text(s: &str) -> Action {
     Action::Text { text: s.into() }
 }
 
-fn rollout(policy: &mut dyn Policy, tasks: &[Task], envs: usize) -> Vec<EpisodeRecord> {
-    let mut pool = EnvPool::new(sandbox(), envs, 0, EnvConfig::default()).expect("pool");
-    let mut records = Vec::new();
-    pool.rollout(
-        policy,
-        tasks,
-        |r| records.push(r),
-        |t, e| panic!("{}: {e}", t.id),
-    )
-    .expect("rollout");
-    records.sort_by(|a, b| a.task_id.cmp(&b.task_id));
-    records
-}
-
 #[test]
 fn oracle_resolves_every_sample_task_and_noop_none() {
     let tasks = sample_tasks();
@@ -53,19 +23,9 @@ fn oracle_resolves_every_sample_task_and_noop_none() {
     let mut oracle = OraclePolicy::new(&tasks);
     let records = rollout(&mut oracle, &tasks, 2);
     assert_eq!(records.len(), tasks.len());
+    assert_all_resolved(&records);
     for record in &records {
         let grading = record.grading.as_ref().expect("graded");
-        assert!(
-            record.outcome.resolved,
-            "{}: {:?}\n{:#?}",
-            record.task_id,
-            grading.detail,
-            grading
-                .tests
-                .iter()
-                .filter(|t| !t.passed)
-                .collect::<Vec<_>>()
-        );
         assert_eq!(record.outcome.reward, 1.0);
         assert!(record.outcome.submitted && !record.outcome.truncated);
         // The oracle runs the failing suite first, so every episode is a recovery.
@@ -291,14 +251,17 @@ fn random_actions_never_crash_hang_or_escape() {
     for path in outside {
         let _ = std::fs::remove_file(path);
     }
-    let clean_hashes: Vec<String> = ["tinyparse", "ordstructs", "textkit"]
-        .iter()
-        .map(|r| {
-            repo::content_hash(
-                &repo::read_tree(&root().join("examples/repos").join(r)).expect("read"),
-            )
-        })
-        .collect();
+    let clean_hashes = || -> Vec<String> {
+        ["tinyparse", "ordstructs", "textkit"]
+            .iter()
+            .map(|r| {
+                repo::content_hash(
+                    &repo::read_tree(&root().join("examples/repos").join(r)).expect("read"),
+                )
+            })
+            .collect()
+    };
+    let before = clean_hashes();
     let config = EnvConfig {
         max_steps: 40,
         ..EnvConfig::default()
@@ -324,15 +287,7 @@ fn random_actions_never_crash_hang_or_escape() {
             "{path} was created outside the workspace"
         );
     }
-    let after: Vec<String> = ["tinyparse", "ordstructs", "textkit"]
-        .iter()
-        .map(|r| {
-            repo::content_hash(
-                &repo::read_tree(&root().join("examples/repos").join(r)).expect("read"),
-            )
-        })
-        .collect();
-    assert_eq!(clean_hashes, after, "the clean repositories changed");
+    assert_eq!(before, clean_hashes(), "the clean repositories changed");
     eprintln!(
         "random policy: {} steps, {} episodes, {errors} tool errors, {:.1} steps/s",
         stats.steps,

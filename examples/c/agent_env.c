@@ -85,9 +85,7 @@ static int run_episode(const FrognanoSandbox *sandbox, const FrognanoTaskSet *ta
 
     /* The episode is over: another step is an episode error, not a crash. */
     error = frognano_env_step(env, "test", &step);
-    bool refused = error != NULL && frognano_error_code(error) == FROGNANO_ERROR_CODE_EPISODE &&
-                   step == NULL;
-    frognano_error_free(error);
+    bool refused = take_error_of(error, FROGNANO_ERROR_CODE_EPISODE) && step == NULL;
 
     char *record = NULL;
     error = frognano_env_record_json(env, &record);

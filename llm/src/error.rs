@@ -45,12 +45,9 @@ pub enum InferenceError {
 /// Result alias for the local-model stack.
 pub type Result<T, E = InferenceError> = std::result::Result<T, E>;
 
-impl InferenceError {
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
-        let context = context.into();
-        move |source| InferenceError::Io { context, source }
-    }
+frognano_core::impl_io_constructor!(pub(crate) InferenceError);
 
+impl InferenceError {
     pub(crate) fn model(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         InferenceError::Model {
             path: path.into(),
@@ -77,12 +74,7 @@ impl InferenceError {
     }
 }
 
-impl From<InferenceError> for frognano_core::Error {
-    fn from(err: InferenceError) -> Self {
-        let kind = err.kind();
-        frognano_core::Error::component("onnx policy", kind, err)
-    }
-}
+frognano_core::impl_into_component_error!(InferenceError, "onnx policy");
 
 impl From<frognano_assets::AssetError> for InferenceError {
     fn from(err: frognano_assets::AssetError) -> Self {

@@ -138,30 +138,20 @@ impl ModelConfig {
                     .and_then(|g| g.pointer("/model/eos_token_id")),
             );
         }
-        let bos_token_id = token_ids(hf.as_ref().and_then(|h| h.get("bos_token_id")))
-            .first()
-            .copied()
-            .or_else(|| {
-                token_ids(
-                    genai
-                        .as_ref()
-                        .and_then(|g| g.pointer("/model/bos_token_id")),
-                )
+        // The first id under `name` in the Hugging Face config, else in the genai config.
+        let first_id = |name: &str| {
+            token_ids(hf.as_ref().and_then(|h| h.get(name)))
                 .first()
                 .copied()
-            });
-        let pad_token_id = token_ids(hf.as_ref().and_then(|h| h.get("pad_token_id")))
-            .first()
-            .copied()
-            .or_else(|| {
-                token_ids(
-                    genai
-                        .as_ref()
-                        .and_then(|g| g.pointer("/model/pad_token_id")),
-                )
-                .first()
-                .copied()
-            })
+                .or_else(|| {
+                    let pointer = format!("/model/{name}");
+                    token_ids(genai.as_ref().and_then(|g| g.pointer(&pointer)))
+                        .first()
+                        .copied()
+                })
+        };
+        let bos_token_id = first_id("bos_token_id");
+        let pad_token_id = first_id("pad_token_id")
             .or_else(|| eos_token_ids.first().copied())
             .unwrap_or(0);
         let text = |pointer: &str, default: &str| -> String {

@@ -5,10 +5,29 @@
 
 use tree_sitter::Node;
 
-use crate::mutation::Edit;
+use crate::mutation::{Edit, edit};
 use crate::registry::{OPERATOR_COUNT, Operator};
 use crate::syntax::checker::ExcerptPlan;
 use crate::syntax::{Grammar, NodeKind};
+
+/// An edit replacing all of `n` with `replacement`.
+pub(crate) fn replace(n: Node, replacement: impl Into<String>) -> Edit {
+    edit(n.start_byte(), n.end_byte(), replacement)
+}
+
+/// The two edits exchanging `a` (whose text is `ta`) and `b` (whose text is `tb`).
+pub(crate) fn swap(a: Node, ta: &str, b: Node, tb: &str) -> Vec<Edit> {
+    vec![replace(a, tb), replace(b, ta)]
+}
+
+/// The children of `n` in the fields `names`, if it has them all.
+pub(crate) fn fields<'t, const N: usize>(n: Node<'t>, names: [&str; N]) -> Option<[Node<'t>; N]> {
+    let mut out = [n; N];
+    for (slot, name) in out.iter_mut().zip(names) {
+        *slot = n.child_by_field_name(name)?;
+    }
+    Some(out)
+}
 
 /// One candidate before sorting and validation.
 pub(crate) struct Candidate<'t> {
@@ -137,6 +156,38 @@ impl<'t> Analyzer<'t> {
         };
         let c = self.candidate(operator, edits, description, plan);
         self.candidates.push(c);
+    }
+
+    /// A candidate replacing all of `target`, inside `focus`, with `replacement`.
+    pub(crate) fn push_replace(
+        &mut self,
+        operator: Operator,
+        target: Node<'t>,
+        replacement: impl Into<String>,
+        focus: Node<'t>,
+        description: String,
+    ) {
+        self.push(
+            operator,
+            vec![replace(target, replacement)],
+            focus,
+            description,
+        );
+    }
+
+    /// A candidate replacing `target` (whose text is `from`), inside `focus`, with `to`,
+    /// described as `` `from` -> `to` ``.
+    pub(crate) fn push_change(
+        &mut self,
+        operator: Operator,
+        target: Node<'t>,
+        from: &str,
+        to: impl ToString,
+        focus: Node<'t>,
+    ) {
+        let to = to.to_string();
+        let description = format!("`{from}` -> `{to}`");
+        self.push_replace(operator, target, to, focus, description);
     }
 
     /// A candidate rewriting the sibling statements `first..=last` of a block of (or below)

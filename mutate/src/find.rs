@@ -313,29 +313,23 @@ def semis(a, b): a += 1; return a - b
                 .expect("apply")
                 .contains("        async def inner(*args, **kwargs):\n            résultat = await fn(*args, **kwargs)\n")));
         // Scope names of nested functions and methods; decorator/default/body flags.
-        let inner = muts
-            .iter()
-            .find(|m| m.operator == "remove_wrapper")
-            .expect("remove_wrapper");
-        assert_eq!(inner.scope, "décorer.wrap.inner");
-        assert!(inner.in_function_body);
-        let default = muts
-            .iter()
-            .find(|m| m.operator == "wrong_default_arg" && m.description.contains("précision"))
-            .expect("default of précision");
-        assert_eq!(default.scope, "Forme.aire");
-        assert!(!default.in_function_body);
-        let top_default = muts
-            .iter()
-            .find(|m| m.operator == "wrong_default_arg" && m.description.contains("`n`"))
-            .expect("default of n");
-        assert_eq!(top_default.scope, "décorer");
-        assert!(!top_default.in_function_body);
-        let nested_default = muts
-            .iter()
-            .find(|m| m.operator == "wrong_default_arg" && m.description.contains("`w`"))
-            .expect("lambda default");
-        assert!(nested_default.in_function_body);
+        let find = |operator: &str, needle: &str| {
+            muts.iter()
+                .find(|m| m.operator == operator && m.description.contains(needle))
+                .unwrap_or_else(|| panic!("{operator} containing {needle:?}"))
+        };
+        for (operator, needle, scope, in_function_body) in [
+            ("remove_wrapper", "", Some("décorer.wrap.inner"), true),
+            ("wrong_default_arg", "précision", Some("Forme.aire"), false),
+            ("wrong_default_arg", "`n`", Some("décorer"), false),
+            ("wrong_default_arg", "`w`", None, true),
+        ] {
+            let m = find(operator, needle);
+            if let Some(scope) = scope {
+                assert_eq!(m.scope, scope);
+            }
+            assert_eq!(m.in_function_body, in_function_body, "{operator} {needle}");
+        }
         // Semicolon-separated statements are never deleted line-wise.
         assert!(
             !muts

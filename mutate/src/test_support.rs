@@ -31,6 +31,15 @@ pub(crate) fn assert_produces(src: &str, op: &str, expected: &str) {
     );
 }
 
+/// Asserts that `op` makes exactly `count` mutants of `src`, each of `expected` among them.
+#[track_caller]
+pub(crate) fn assert_mutants(src: &str, op: &str, count: usize, expected: &[&str]) {
+    for e in expected {
+        assert_produces(src, op, e);
+    }
+    assert_eq!(outputs(src, op).len(), count, "{op} mutants of\n{src}");
+}
+
 #[track_caller]
 pub(crate) fn assert_none(src: &str, op: &str) {
     let outs = outputs(src, op);

@@ -31,13 +31,9 @@ pub enum RepoError {
     },
 }
 
-impl RepoError {
-    /// Wraps an I/O error with what was being done.
-    pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> RepoError {
-        let context = context.into();
-        move |source| RepoError::Io { context, source }
-    }
+frognano_core::impl_io_constructor!(pub RepoError);
 
+impl RepoError {
     /// What sort of failure this is: missing repositories and bundles are
     /// [`ErrorKind::NotFound`], diffs that do not parse or apply [`ErrorKind::Task`].
     pub fn kind(&self) -> ErrorKind {
@@ -53,12 +49,7 @@ impl RepoError {
     }
 }
 
-impl From<RepoError> for frognano_core::Error {
-    fn from(err: RepoError) -> Self {
-        let kind = err.kind();
-        frognano_core::Error::component("repository", kind, err)
-    }
-}
+frognano_core::impl_into_component_error!(RepoError, "repository");
 
 /// `Result` with [`RepoError`].
 pub type Result<T, E = RepoError> = std::result::Result<T, E>;

@@ -11,6 +11,14 @@ use crate::{RepoError, Result};
 /// A repository as relative path (forward slashes) -> file contents.
 pub type FileTree = BTreeMap<String, Arc<Vec<u8>>>;
 
+/// A tree of text files from (repository-relative path, contents) pairs.
+pub fn text_tree(files: &[(&str, &str)]) -> FileTree {
+    files
+        .iter()
+        .map(|(path, contents)| (path.to_string(), Arc::new(contents.as_bytes().to_vec())))
+        .collect()
+}
+
 /// One file's change in a patch, with the repository-relative paths resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileChange {
@@ -242,14 +250,8 @@ pub fn diff_trees(before: &FileTree, after: &FileTree, context: usize) -> String
 
 #[cfg(test)]
 mod tests {
+    use super::text_tree as tree;
     use super::*;
-
-    fn tree(files: &[(&str, &str)]) -> FileTree {
-        files
-            .iter()
-            .map(|(p, c)| (p.to_string(), Arc::new(c.as_bytes().to_vec())))
-            .collect()
-    }
 
     #[test]
     fn diff_apply_reverse_round_trip() {

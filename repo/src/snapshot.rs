@@ -393,12 +393,7 @@ mod tests {
 
     #[test]
     fn sync_rewrites_only_what_changed_and_removes_strays() {
-        let tree = |files: &[(&str, &str)]| -> FileTree {
-            files
-                .iter()
-                .map(|(p, c)| (p.to_string(), Arc::new(c.as_bytes().to_vec())))
-                .collect()
-        };
+        let tree = crate::patch::text_tree;
         let first = tree(&[("a/x.py", "1"), ("a/y.py", "2"), ("b.py", "3")]);
         let dest = tempfile::tempdir().expect("tmp");
         let manifest = materialise_tracked(&first, dest.path()).expect("write");

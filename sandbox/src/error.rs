@@ -61,18 +61,13 @@ pub enum SandboxError {
     },
 }
 
-impl SandboxError {
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
-        let context = context.into();
-        move |source| SandboxError::Io { context, source }
-    }
+frognano_core::impl_io_constructor!(pub(crate) SandboxError);
 
+impl SandboxError {
     pub(crate) fn runtime(err: impl std::fmt::Display) -> Self {
         SandboxError::Runtime(format!("{err:#}"))
     }
-}
 
-impl SandboxError {
     /// What sort of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -101,12 +96,7 @@ impl From<frognano_assets::AssetError> for SandboxError {
     }
 }
 
-impl From<SandboxError> for frognano_core::Error {
-    fn from(err: SandboxError) -> Self {
-        let kind = err.kind();
-        frognano_core::Error::component("sandbox", kind, err)
-    }
-}
+frognano_core::impl_into_component_error!(SandboxError, "sandbox");
 
 /// `Result` with [`SandboxError`].
 pub type Result<T, E = SandboxError> = std::result::Result<T, E>;

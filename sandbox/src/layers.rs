@@ -64,10 +64,7 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
         key.push_str(wheel.sha256);
     }
     key.push_str(PLUGIN_SOURCE);
-    let digest = assets::sha256_bytes(key.as_bytes());
-    let dir = assets::cache_dir()
-        .join("layers")
-        .join(format!("pytest-{}", &digest[..16]));
+    let dir = layer_dir("pytest", &key);
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }
@@ -92,10 +89,7 @@ pub fn prepare_requirements_layer(
     sorted.sort();
     sorted.dedup();
     let key = format!("{python_version}\n{}", sorted.join("\n"));
-    let digest = assets::sha256_bytes(key.as_bytes());
-    let dir = assets::cache_dir()
-        .join("layers")
-        .join(format!("deps-{}", &digest[..16]));
+    let dir = layer_dir("deps", &key);
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }
@@ -148,6 +142,14 @@ pub fn prepare_requirements_layer(
 }
 
 /// Unpacks wheels (and extra files) into a fresh directory, then moves it into place.
+/// The cache directory of the layer of this kind whose inputs hash to `key`'s digest.
+fn layer_dir(kind: &str, key: &str) -> PathBuf {
+    let digest = assets::sha256_bytes(key.as_bytes());
+    assets::cache_dir()
+        .join("layers")
+        .join(format!("{kind}-{}", &digest[..16]))
+}
+
 fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Result<()> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     assets::ensure_dir(parent)?;

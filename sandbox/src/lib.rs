@@ -24,6 +24,8 @@ mod error;
 pub mod image;
 pub mod layers;
 mod sandbox;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod workspace;
 
 pub use config::RepoConfig;

@@ -20,15 +20,27 @@ fn request(timeout_s: f64, memory_mb: u64, output_bytes: usize) -> TestRequest {
     }
 }
 
+/// Runs a repository of one test file under `request`.
+fn run_one(file: &str, source: &str, request: &TestRequest) -> frognano_core::TestReport {
+    let repo = common::make_repo(&[(file, source)]);
+    common::sandbox()
+        .run_tests(repo.path(), request)
+        .expect("run")
+}
+
+/// Asserts that less than `secs` seconds passed since `started`.
+fn assert_within(started: Instant, secs: u64) {
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(secs), "took {took:?}");
+}
+
 /// A hostile run must leave the sandbox able to run an ordinary suite.
 fn assert_healthy() {
-    let repo = common::make_repo(&[(
+    let report = run_one(
         "test_ok.py",
         "def test_ok():\n    assert sum([1, 2]) == 3\n",
-    )]);
-    let report = common::sandbox()
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+        &TestRequest::default(),
+    );
     assert_eq!(report.outcome, RunOutcome::Passed, "{report:?}");
 }
 
@@ -151,19 +163,13 @@ def test_socket_refused():
 
 #[test]
 fn infinite_loop_times_out_and_keeps_finished_tests() {
-    let repo = common::make_repo(&[(
+    let started = Instant::now();
+    let report = run_one(
         "test_loop.py",
         "def test_first():\n    assert True\n\n\ndef test_spin():\n    while True:\n        pass\n",
-    )]);
-    let started = Instant::now();
-    let report = common::sandbox()
-        .run_tests(repo.path(), &request(2.0, 512, 1 << 20))
-        .expect("run");
-    assert!(
-        started.elapsed() < Duration::from_secs(6),
-        "took {:?}",
-        started.elapsed()
+        &request(2.0, 512, 1 << 20),
     );
+    assert_within(started, 6);
     assert_eq!(report.outcome, RunOutcome::Timeout);
     assert_eq!(
         report.test("test_loop.py::test_first").map(|t| t.outcome),
@@ -174,45 +180,35 @@ fn infinite_loop_times_out_and_keeps_finished_tests() {
 
 #[test]
 fn sleeping_in_a_host_call_times_out() {
-    let repo = common::make_repo(&[(
+    let started = Instant::now();
+    let report = run_one(
         "test_sleep.py",
         "import time\n\n\ndef test_sleep():\n    time.sleep(10**6)\n",
-    )]);
-    let started = Instant::now();
-    let report = common::sandbox()
-        .run_tests(repo.path(), &request(1.5, 512, 1 << 20))
-        .expect("run");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
+        &request(1.5, 512, 1 << 20),
     );
+    assert_within(started, 5);
     assert_eq!(report.outcome, RunOutcome::Timeout);
     assert_healthy();
 }
 
 #[test]
 fn memory_bomb_hits_the_cap() {
-    let repo = common::make_repo(&[(
+    let report = run_one(
         "test_mem.py",
         "def test_bomb():\n    hoard = []\n    while True:\n        hoard.append(bytearray(16 * 1024 * 1024))\n",
-    )]);
-    let report = common::sandbox()
-        .run_tests(repo.path(), &request(60.0, 256, 1 << 20))
-        .expect("run");
+        &request(60.0, 256, 1 << 20),
+    );
     assert_eq!(report.outcome, RunOutcome::MemoryExceeded, "{report:?}");
     assert_healthy();
 }
 
 #[test]
 fn output_flood_hits_the_cap() {
-    let repo = common::make_repo(&[(
+    let report = run_one(
         "test_flood.py",
         "import os\n\n\ndef test_flood():\n    while True:\n        os.write(1, b'x' * 65536)\n",
-    )]);
-    let report = common::sandbox()
-        .run_tests(repo.path(), &request(60.0, 512, 256 * 1024))
-        .expect("run");
+        &request(60.0, 512, 256 * 1024),
+    );
     assert_eq!(report.outcome, RunOutcome::OutputExceeded, "{report:?}");
     assert!(report.stdout.len() <= 256 * 1024);
     assert_healthy();
@@ -220,15 +216,13 @@ fn output_flood_hits_the_cap() {
 
 #[test]
 fn deep_recursion_raises_recursion_error() {
-    let repo = common::make_repo(&[(
+    let report = run_one(
         "test_rec.py",
         "import pytest\n\n\ndef down(n):\n    return down(n + 1)\n\n\n\
          def test_caught():\n    with pytest.raises(RecursionError):\n        down(0)\n\n\n\
          def test_uncaught():\n    down(0)\n",
-    )]);
-    let report = common::sandbox()
-        .run_tests(repo.path(), &request(60.0, 512, 1 << 20))
-        .expect("run");
+        &request(60.0, 512, 1 << 20),
+    );
     assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
     assert_eq!((report.passed, report.failed), (1, 1));
     let uncaught = report.test("test_rec.py::test_uncaught").expect("recorded");
@@ -245,13 +239,11 @@ fn deep_recursion_raises_recursion_error() {
 
 #[test]
 fn exiting_the_interpreter_is_a_crash_with_partial_results() {
-    let repo = common::make_repo(&[(
+    let report = run_one(
         "test_exit.py",
         "import os\n\n\ndef test_first():\n    pass\n\n\ndef test_exit():\n    os._exit(3)\n",
-    )]);
-    let report = common::sandbox()
-        .run_tests(repo.path(), &request(60.0, 512, 1 << 20))
-        .expect("run");
+        &request(60.0, 512, 1 << 20),
+    );
     assert_eq!(report.outcome, RunOutcome::Crashed, "{report:?}");
     assert_eq!(report.passed, 1);
     assert_healthy();
@@ -299,11 +291,7 @@ fn a_cancelled_run_stops_promptly() {
         matches!(result, Err(frognano_sandbox::SandboxError::Cancelled)),
         "{result:?}"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert_within(started, 5);
     assert_healthy();
 }
 
@@ -334,10 +322,6 @@ fn disk_flood_hits_the_cap() {
             .contains("disk"),
         "{report:?}"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert_within(started, 10);
     assert_healthy();
 }

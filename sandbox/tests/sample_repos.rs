@@ -204,29 +204,24 @@ fn edits_in_a_workspace_are_seen_despite_the_bytecode_cache() {
     // Same size, same mtime granularity: only the checked hash can tell the files apart.
     let edited = tempfile::tempdir().expect("tempdir");
     frognano_sandbox::workspace::copy_repo(repo.path(), edited.path()).expect("copy");
-    std::fs::write(
-        edited.path().join("shapes.py"),
-        "def area(w, h):\n    return w + h\n",
-    )
-    .expect("edit");
-    let report = sandbox
-        .run_tests_in_workspace(&prepared, edited.path(), &TestRequest::default())
-        .expect("run");
+    // Writes one file of the edited copy and runs its tests.
+    let edit_and_run = |path: &str, contents: &str| {
+        std::fs::write(edited.path().join(path), contents).expect("edit");
+        sandbox
+            .run_tests_in_workspace(&prepared, edited.path(), &TestRequest::default())
+            .expect("run")
+            .outcome
+    };
     assert_eq!(
-        report.outcome,
+        edit_and_run("shapes.py", "def area(w, h):\n    return w + h\n"),
         RunOutcome::Failed,
         "the edit must be what runs"
     );
-    std::fs::write(
-        edited.path().join("tests/test_shapes.py"),
-        "from shapes import area\n\n\ndef test_area():\n    assert area(2, 3) == 5\n",
-    )
-    .expect("edit test");
-    let report = sandbox
-        .run_tests_in_workspace(&prepared, edited.path(), &TestRequest::default())
-        .expect("run");
     assert_eq!(
-        report.outcome,
+        edit_and_run(
+            "tests/test_shapes.py",
+            "from shapes import area\n\n\ndef test_area():\n    assert area(2, 3) == 5\n",
+        ),
         RunOutcome::Passed,
         "the edited test must be what runs"
     );

@@ -421,14 +421,8 @@ fn reachable(graph: &HashMap<&str, Vec<String>>, starts: &[String]) -> HashSet<S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use frognano_repo::patch::text_tree as tree;
     use std::sync::Arc;
-
-    fn tree(files: &[(&str, &str)]) -> FileTree {
-        files
-            .iter()
-            .map(|(p, s)| (p.to_string(), Arc::new(s.as_bytes().to_vec())))
-            .collect()
-    }
 
     fn intake(passing: &[&str], coverage: Option<Coverage>) -> Intake {
         Intake {
@@ -473,10 +467,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn import_graph_follows_relative_imports_and_package_inits() {
+    /// The index of [`repo`] (import roots `.` and `src`) over its two tests.
+    fn repo_index(coverage: Option<Coverage>) -> ImpactIndex {
         let roots = vec![".".to_string(), "src".to_string()];
-        let index = ImpactIndex::build(
+        ImpactIndex::build(
             &repo(),
             &roots,
             &intake(
@@ -484,9 +478,14 @@ mod tests {
                     "tests/test_core.py::test_run",
                     "tests/test_other.py::test_alone",
                 ],
-                None,
+                coverage,
             ),
-        );
+        )
+    }
+
+    #[test]
+    fn import_graph_follows_relative_imports_and_package_inits() {
+        let index = repo_index(None);
         let core = index.select(&[span("src/pkg/util.py", 2, 2, true)]);
         assert_eq!(core.kind, SelectionKind::Imports);
         // test_other imports pkg.other, which runs pkg/__init__ -> core -> util first.
@@ -523,18 +522,7 @@ mod tests {
             ("src/pkg/util.py".to_string(), vec![1]),
             ("src/pkg/other.py".to_string(), vec![1]),
         ]);
-        let roots = vec![".".to_string(), "src".to_string()];
-        let index = ImpactIndex::build(
-            &repo(),
-            &roots,
-            &intake(
-                &[
-                    "tests/test_core.py::test_run",
-                    "tests/test_other.py::test_alone",
-                ],
-                Some(coverage),
-            ),
-        );
+        let index = repo_index(Some(coverage));
         let body = index.select(&[span("src/pkg/util.py", 2, 2, true)]);
         assert_eq!(body.kind, SelectionKind::Coverage);
         assert_eq!(

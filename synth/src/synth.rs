@@ -1277,10 +1277,8 @@ fn missing_record(id: &str, ran: &[TestRecord]) -> TestRecord {
         .and_then(|t| t.message.clone())
         .or_else(|| Some("the test was not collected (its module failed to import)".into()));
     TestRecord {
-        id: id.to_string(),
-        outcome: TestOutcome::Error,
-        duration_s: 0.0,
         message,
+        ..TestRecord::new(id, TestOutcome::Error)
     }
 }
 
@@ -1305,15 +1303,6 @@ pub fn module_name(path: &str, roots: &[String]) -> String {
 mod tests {
     use super::*;
 
-    fn record(id: &str, outcome: TestOutcome) -> TestRecord {
-        TestRecord {
-            id: id.into(),
-            outcome,
-            duration_s: 0.0,
-            message: None,
-        }
-    }
-
     #[test]
     fn buckets_follow_the_swe_smith_rule() {
         let passing: BTreeSet<String> = ["a::1", "a::2", "a::3", "b::1", "c::1"]
@@ -1325,9 +1314,9 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let ran = vec![
-            record("a::1", TestOutcome::Failed),
-            record("a::2", TestOutcome::Passed),
-            record("a::3", TestOutcome::Skipped),
+            TestRecord::new("a::1", TestOutcome::Failed),
+            TestRecord::new("a::2", TestOutcome::Passed),
+            TestRecord::new("a::3", TestOutcome::Skipped),
         ];
         let b = bucket(&passing, &selected, &ran);
         // b::1 was selected but never reported: its module broke.

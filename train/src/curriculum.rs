@@ -276,14 +276,7 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn task(id: &str, operator: &str, bugs: usize, lines: usize) -> Task {
-        let mut t: Task = serde_json::from_value(json!({
-            "id": id,
-            "repo": {"kind": "path", "path": "/nonexistent"},
-            "bug_patch": "",
-            "problem_statement": "x",
-            "fail_to_pass": ["t::a"],
-        }))
-        .expect("task");
+        let mut t = Task::new(id, "/nonexistent", "x", vec!["t::a".into()]);
         t.metadata.insert(
             "difficulty".into(),
             json!({"operators": vec![operator; bugs], "bug_count": bugs, "hint_level": 2,

@@ -42,12 +42,7 @@ pub enum TrainError {
     Cancelled,
 }
 
-impl TrainError {
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TrainError {
-        let context = context.into();
-        move |source| TrainError::Io { context, source }
-    }
-}
+frognano_core::impl_io_constructor!(pub(crate) TrainError);
 
 impl TrainError {
     /// What sort of failure this is.

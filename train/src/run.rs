@@ -184,7 +184,10 @@ impl TrainConfig {
             ));
         }
         self.trainer.validate()?;
-        self.policy.validate()?;
+        // Inside a training configuration, a bad policy setting is a configuration error.
+        self.policy
+            .validate()
+            .map_err(|e| TrainError::Config(e.to_string()))?;
         self.frontier().validate()?;
         Ok(())
     }

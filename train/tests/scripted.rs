@@ -80,20 +80,12 @@ impl Environment for ScriptedEnv {
             action: action.clone(),
             observation: observation.clone(),
         });
-        self.steps.push(StepRecord {
-            step: 1,
-            action: action.clone(),
-            tool: None,
-            observation: observation.text.clone(),
-            is_error: false,
+        self.steps.push(StepRecord::new(
+            1,
+            action.clone(),
+            observation.text.clone(),
             reward,
-            elapsed_ms: 0.0,
-            tests: None,
-            logprobs: Vec::new(),
-            token_ids: None,
-            loss_mask: None,
-            decision: None,
-        });
+        ));
         Ok(StepResult {
             observation,
             reward,
@@ -228,14 +220,7 @@ impl TaskSynthesizer for ScriptedSource {
 }
 
 fn task(id: &str, bugs: usize) -> Task {
-    let mut task: Task = serde_json::from_value(json!({
-        "id": id,
-        "repo": {"kind": "path", "path": "/nonexistent"},
-        "bug_patch": "",
-        "problem_statement": "x",
-        "fail_to_pass": ["t::a"],
-    }))
-    .expect("task");
+    let mut task = Task::new(id, "/nonexistent", "x", vec!["t::a".into()]);
     task.set_difficulty(&Difficulty {
         operators: vec!["op_swap".into(); bugs],
         bug_count: bugs,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use frognano_core::{
     EpisodeOutcome, LearnStats, Learner, Policy, PolicyContext, PolicyOutput, Task,
@@ -10,24 +10,12 @@ use frognano_core::{
 };
 use frognano_env::EnvConfig;
 use frognano_policy::{RepairConfig, RepairPolicy};
-use frognano_sandbox::{Sandbox, SandboxOptions};
+use frognano_sandbox::testing::shared_sandbox as sandbox;
 use frognano_synth::{SynthConfig, Synthesizer};
 use frognano_train::{
     Estimator, FamilyKey, FrontierConfig, FrontierSynthesizer, GrpoTrainer, StaticCurriculum,
     TrainerConfig,
 };
-
-fn sandbox() -> Arc<Sandbox> {
-    static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| {
-            Arc::new(
-                Sandbox::new(SandboxOptions::default(), &|msg| eprintln!("setup: {msg}"))
-                    .expect("sandbox setup"),
-            )
-        })
-        .clone()
-}
 
 fn sample(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

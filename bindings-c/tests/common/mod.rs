@@ -89,6 +89,27 @@ pub fn take_error(error: *mut FrognanoError) -> (FrognanoErrorCode, String) {
     }
 }
 
+/// The result of a call that writes an owned handle to `out` on success: the handle, or the
+/// error (checking that `out` stays untouched on failure).
+pub fn owned<T>(
+    error: *mut FrognanoError,
+    out: *mut T,
+) -> Result<*mut T, (FrognanoErrorCode, String)> {
+    if error.is_null() {
+        assert!(!out.is_null());
+        Ok(out)
+    } else {
+        assert!(out.is_null(), "out-parameter written on failure");
+        Err(take_error(error))
+    }
+}
+
+/// A NUL-terminated string that is not valid UTF-8.
+pub fn not_utf8() -> *const c_char {
+    static NOT_UTF8: [u8; 3] = [0xff, 0xfe, 0x00];
+    NOT_UTF8.as_ptr().cast::<c_char>()
+}
+
 pub fn assert_ok(error: *mut FrognanoError) {
     if !error.is_null() {
         let (code, message) = take_error(error);

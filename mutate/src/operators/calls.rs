@@ -3,8 +3,7 @@
 
 use tree_sitter::Node;
 
-use crate::analyzer::Analyzer;
-use crate::mutation::edit;
+use crate::analyzer::{Analyzer, fields, swap};
 use crate::registry::Operator;
 use crate::syntax::NodeKind;
 use crate::syntax::text::snippet;
@@ -12,10 +11,7 @@ use crate::syntax::text::snippet;
 impl<'t> Analyzer<'t> {
     /// `swap_call_args` and `off_by_one_range`.
     pub(crate) fn visit_call(&mut self, node: Node<'t>) {
-        let (Some(func), Some(args)) = (
-            node.child_by_field_name("function"),
-            node.child_by_field_name("arguments"),
-        ) else {
+        let Some([func, args]) = fields(node, ["function", "arguments"]) else {
             return;
         };
         if self.kind_of(args) != NodeKind::ArgumentList {
@@ -35,10 +31,7 @@ impl<'t> Analyzer<'t> {
                 }
                 self.push(
                     Operator::SwapCallArgs,
-                    vec![
-                        edit(a.start_byte(), a.end_byte(), tb),
-                        edit(b.start_byte(), b.end_byte(), ta),
-                    ],
+                    swap(a, ta, b, tb),
                     node,
                     format!(
                         "swap arguments `{}` and `{}` of `{}`",

@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use crate::analyzer::Analyzer;
+use crate::analyzer::{Analyzer, replace};
 use crate::mutation::edit;
 use crate::registry::Operator;
 use crate::syntax::NodeKind;
@@ -47,7 +47,7 @@ impl<'t> Analyzer<'t> {
                     continue;
                 }
                 let e = if args.len() == 1 {
-                    edit(supers.start_byte(), supers.end_byte(), "")
+                    replace(supers, "")
                 } else if let Some(next) = args.get(i + 1) {
                     edit(a.start_byte(), next.start_byte(), "")
                 } else {
@@ -110,30 +110,24 @@ impl<'t> Analyzer<'t> {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_support::{assert_none, assert_produces, mutants, outputs};
+    use crate::test_support::{assert_mutants, assert_none, assert_produces, mutants, outputs};
 
     #[test]
     fn class_rm_base_drops_a_base() {
         let src = "class A(B, C, metaclass=M):\n    pass\n\nclass D(E):\n    pass\n\nclass F(object):\n    pass\n";
-        assert_produces(
-            src,
-            "class_rm_base",
-            "class A(C, metaclass=M):\n    pass\n\nclass D(E):\n    pass\n\nclass F(object):\n    pass\n",
-        );
-        assert_produces(
-            src,
-            "class_rm_base",
-            "class A(B, metaclass=M):\n    pass\n\nclass D(E):\n    pass\n\nclass F(object):\n    pass\n",
-        );
-        assert_produces(
-            src,
-            "class_rm_base",
-            "class A(B, C, metaclass=M):\n    pass\n\nclass D:\n    pass\n\nclass F(object):\n    pass\n",
-        );
-        assert_eq!(outputs(src, "class_rm_base").len(), 3);
         assert_none(
             "class A:\n    pass\n\nclass B(metaclass=M):\n    pass\n",
             "class_rm_base",
+        );
+        assert_mutants(
+            src,
+            "class_rm_base",
+            3,
+            &[
+                "class A(C, metaclass=M):\n    pass\n\nclass D(E):\n    pass\n\nclass F(object):\n    pass\n",
+                "class A(B, metaclass=M):\n    pass\n\nclass D(E):\n    pass\n\nclass F(object):\n    pass\n",
+                "class A(B, C, metaclass=M):\n    pass\n\nclass D:\n    pass\n\nclass F(object):\n    pass\n",
+            ],
         );
     }
 

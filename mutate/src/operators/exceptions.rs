@@ -3,7 +3,6 @@
 use tree_sitter::Node;
 
 use crate::analyzer::Analyzer;
-use crate::mutation::edit;
 use crate::registry::Operator;
 use crate::syntax::NodeKind;
 
@@ -41,12 +40,7 @@ impl<'t> Analyzer<'t> {
         }
         let name = self.text(ident);
         if let Some(to) = wrong_exception(name) {
-            self.push(
-                Operator::WrongExceptionType,
-                vec![edit(ident.start_byte(), ident.end_byte(), to)],
-                ident,
-                format!("`{name}` -> `{to}`"),
-            );
+            self.push_change(Operator::WrongExceptionType, ident, name, to, ident);
         }
     }
 
@@ -112,22 +106,19 @@ impl<'t> Analyzer<'t> {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_support::{assert_none, assert_produces, outputs};
+    use crate::test_support::{assert_mutants, assert_none};
 
     #[test]
     fn wrong_exception_type_replaces_builtins() {
         let src = "try:\n    raise ValueError('x') from e\nexcept (KeyError, MyError) as err:\n    raise\nexcept LookupError:\n    raise MyError\n";
-        let outs = outputs(src, "wrong_exception_type");
-        assert_eq!(outs.len(), 3);
-        assert_produces(
+        assert_mutants(
             src,
             "wrong_exception_type",
-            "try:\n    raise TypeError('x') from e\nexcept (KeyError, MyError) as err:\n    raise\nexcept LookupError:\n    raise MyError\n",
-        );
-        assert_produces(
-            src,
-            "wrong_exception_type",
-            "try:\n    raise ValueError('x') from e\nexcept (IndexError, MyError) as err:\n    raise\nexcept LookupError:\n    raise MyError\n",
+            3,
+            &[
+                "try:\n    raise TypeError('x') from e\nexcept (KeyError, MyError) as err:\n    raise\nexcept LookupError:\n    raise MyError\n",
+                "try:\n    raise ValueError('x') from e\nexcept (IndexError, MyError) as err:\n    raise\nexcept LookupError:\n    raise MyError\n",
+            ],
         );
         assert_none("raise Custom()\n", "wrong_exception_type");
     }

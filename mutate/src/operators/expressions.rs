@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use crate::analyzer::Analyzer;
+use crate::analyzer::{Analyzer, fields, swap};
 use crate::mutation::edit;
 use crate::registry::Operator;
 use crate::syntax::NodeKind;
@@ -46,23 +46,14 @@ fn interchangeable_operators(op: &str) -> &'static [&'static str] {
 impl<'t> Analyzer<'t> {
     /// `op_change`, `op_swap` and `op_break_chains` on a binary operator.
     pub(crate) fn visit_binary(&mut self, node: Node<'t>) {
-        let (Some(op), Some(left), Some(right)) = (
-            node.child_by_field_name("operator"),
-            node.child_by_field_name("left"),
-            node.child_by_field_name("right"),
-        ) else {
+        let Some([op, left, right]) = fields(node, ["operator", "left", "right"]) else {
             return;
         };
         let ot = self.text(op);
         let strings = self.is_string_literal(left) || self.is_string_literal(right);
         if self.is_enabled(Operator::OpChange) && !strings {
             for alt in interchangeable_operators(ot) {
-                self.push(
-                    Operator::OpChange,
-                    vec![edit(op.start_byte(), op.end_byte(), *alt)],
-                    node,
-                    format!("`{ot}` -> `{alt}`"),
-                );
+                self.push_change(Operator::OpChange, op, ot, alt, node);
             }
         }
         if self.is_enabled(Operator::OpSwap)
@@ -82,10 +73,7 @@ impl<'t> Analyzer<'t> {
             if !regroups && tl != tr {
                 self.push(
                     Operator::OpSwap,
-                    vec![
-                        edit(left.start_byte(), left.end_byte(), tr),
-                        edit(right.start_byte(), right.end_byte(), tl),
-                    ],
+                    swap(left, tl, right, tr),
                     node,
                     format!("swap the operands of `{ot}`"),
                 );
@@ -118,21 +106,13 @@ impl<'t> Analyzer<'t> {
 
     /// `flip_operators` (`and` <-> `or`) and `op_break_chains` on a boolean operator.
     pub(crate) fn visit_boolean(&mut self, node: Node<'t>) {
-        let (Some(op), Some(left)) = (
-            node.child_by_field_name("operator"),
-            node.child_by_field_name("left"),
-        ) else {
+        let Some([op, left]) = fields(node, ["operator", "left"]) else {
             return;
         };
         let ot = self.text(op);
         if self.is_enabled(Operator::FlipOperators) {
             let alt = if ot == "and" { "or" } else { "and" };
-            self.push(
-                Operator::FlipOperators,
-                vec![edit(op.start_byte(), op.end_byte(), alt)],
-                node,
-                format!("`{ot}` -> `{alt}`"),
-            );
+            self.push_change(Operator::FlipOperators, op, ot, alt, node);
         }
         self.break_chain(node, left, NodeKind::BooleanOperator);
     }
@@ -170,12 +150,7 @@ impl<'t> Analyzer<'t> {
                 if let Some(to) = to
                     && self.is_enabled(op_kind)
                 {
-                    self.push(
-                        op_kind,
-                        vec![edit(op.start_byte(), op.end_byte(), to)],
-                        node,
-                        format!("`{from}` -> `{to}`"),
-                    );
+                    self.push_change(op_kind, *op, from, to, node);
                 }
             }
         }
@@ -189,10 +164,7 @@ impl<'t> Analyzer<'t> {
                 if ta != tb {
                     self.push(
                         Operator::OpSwap,
-                        vec![
-                            edit(a.start_byte(), a.end_byte(), tb),
-                            edit(b.start_byte(), b.end_byte(), ta),
-                        ],
+                        swap(*a, ta, *b, tb),
                         node,
                         format!("swap the operands of `{}`", op.kind()),
                     );
@@ -206,10 +178,7 @@ impl<'t> Analyzer<'t> {
         if !self.is_enabled(Operator::OpChange) {
             return;
         }
-        let (Some(op), Some(right)) = (
-            node.child_by_field_name("operator"),
-            node.child_by_field_name("right"),
-        ) else {
+        let Some([op, right]) = fields(node, ["operator", "right"]) else {
             return;
         };
         if self.is_string_literal(right) {
@@ -220,12 +189,7 @@ impl<'t> Analyzer<'t> {
         let base = ot.strip_suffix('=').unwrap_or("");
         for alt in interchangeable_operators(base) {
             let alt = format!("{alt}=");
-            self.push(
-                Operator::OpChange,
-                vec![edit(op.start_byte(), op.end_byte(), alt.as_str())],
-                node,
-                format!("`{ot}` -> `{alt}`"),
-            );
+            self.push_change(Operator::OpChange, op, ot, alt, node);
         }
     }
 
@@ -253,7 +217,7 @@ impl<'t> Analyzer<'t> {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_support::{assert_none, assert_produces, outputs};
+    use crate::test_support::{assert_mutants, assert_none, assert_produces, outputs};
 
     #[test]
     fn op_break_chains_drops_middle_operands() {
@@ -270,22 +234,16 @@ mod tests {
     #[test]
     fn op_change_replaces_within_families() {
         let src = "def f(a, b):\n    a += b\n    return a * b - 1\n";
-        assert_produces(
+        assert_mutants(
             src,
             "op_change",
-            "def f(a, b):\n    a -= b\n    return a * b - 1\n",
+            5,
+            &[
+                "def f(a, b):\n    a -= b\n    return a * b - 1\n",
+                "def f(a, b):\n    a += b\n    return a // b - 1\n",
+                "def f(a, b):\n    a += b\n    return a * b + 1\n",
+            ],
         );
-        assert_produces(
-            src,
-            "op_change",
-            "def f(a, b):\n    a += b\n    return a // b - 1\n",
-        );
-        assert_produces(
-            src,
-            "op_change",
-            "def f(a, b):\n    a += b\n    return a * b + 1\n",
-        );
-        assert_eq!(outputs(src, "op_change").len(), 5);
         assert_none("s = 'a' + b\nt = '%s' % x\nm = a @ b\n", "op_change");
     }
 
@@ -305,25 +263,16 @@ mod tests {
     #[test]
     fn flip_operators_flips() {
         let src = "ok = a == b and c not in d\nz = x is not None\n";
-        assert_produces(
+        assert_mutants(
             src,
             "flip_operators",
-            "ok = a != b and c not in d\nz = x is not None\n",
-        );
-        assert_produces(
-            src,
-            "flip_operators",
-            "ok = a == b or c not in d\nz = x is not None\n",
-        );
-        assert_produces(
-            src,
-            "flip_operators",
-            "ok = a == b and c in d\nz = x is not None\n",
-        );
-        assert_produces(
-            src,
-            "flip_operators",
-            "ok = a == b and c not in d\nz = x is None\n",
+            4,
+            &[
+                "ok = a != b and c not in d\nz = x is not None\n",
+                "ok = a == b or c not in d\nz = x is not None\n",
+                "ok = a == b and c in d\nz = x is not None\n",
+                "ok = a == b and c not in d\nz = x is None\n",
+            ],
         );
         assert_produces("t = a <= b\n", "flip_operators", "t = a >= b\n");
         assert_none("s = 'a == b'  # x < y\n", "flip_operators");
@@ -331,9 +280,9 @@ mod tests {
 
     #[test]
     fn boundary_condition_moves_boundaries() {
+        assert_none("ok = i == n\n", "boundary_condition");
         assert_produces("ok = i < n\n", "boundary_condition", "ok = i <= n\n");
         assert_produces("ok = i >= n\n", "boundary_condition", "ok = i > n\n");
-        assert_none("ok = i == n\n", "boundary_condition");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use crate::analyzer::Analyzer;
+use crate::analyzer::{Analyzer, replace};
 use crate::mutation::{Edit, edit};
 use crate::operators::expressions::binary_precedence;
 use crate::registry::Operator;
@@ -28,15 +28,25 @@ impl<'t> Analyzer<'t> {
             } else {
                 args_list[1]
             };
-            for delta in [1, -1] {
-                if let Some(e) = self.shift_by_one(stop, delta, false) {
-                    let description = format!(
-                        "range stop `{}` {} 1",
-                        snippet(self.text(stop)),
-                        if delta > 0 { "+" } else { "-" }
-                    );
-                    self.push(Operator::OffByOneRange, vec![e], node, description);
-                }
+            let shown = snippet(self.text(stop));
+            self.push_shifts(Operator::OffByOneRange, stop, node, "range stop", &shown);
+        }
+    }
+
+    /// Candidates of `operator` moving `target` (inside `node`) by +1 and by -1, described as
+    /// ``{what} `{shown}` + 1`` and ``{what} `{shown}` - 1``.
+    fn push_shifts(
+        &mut self,
+        operator: Operator,
+        target: Node<'t>,
+        node: Node<'t>,
+        what: &str,
+        shown: &str,
+    ) {
+        for (delta, sign) in [(1, "+"), (-1, "-")] {
+            if let Some(e) = self.shift_by_one(target, delta, false) {
+                let description = format!("{what} `{shown}` {sign} 1");
+                self.push(operator, vec![e], node, description);
             }
         }
     }
@@ -50,7 +60,7 @@ impl<'t> Analyzer<'t> {
             if m < 0 && !allow_negative {
                 return None;
             }
-            return Some(edit(expr.start_byte(), expr.end_byte(), m.to_string()));
+            return Some(replace(expr, m.to_string()));
         }
         if kind == NodeKind::UnaryOperator {
             let op = expr.child_by_field_name("operator")?;
@@ -62,7 +72,7 @@ impl<'t> Analyzer<'t> {
                 if m < 1 {
                     return None;
                 }
-                return Some(edit(arg.start_byte(), arg.end_byte(), m.to_string()));
+                return Some(replace(arg, m.to_string()));
             }
         }
         if kind == NodeKind::BinaryOperator {
@@ -82,7 +92,7 @@ impl<'t> Analyzer<'t> {
                 return Some(if m == 0 {
                     edit(left.end_byte(), expr.end_byte(), "")
                 } else if m.signum() == sign {
-                    edit(right.start_byte(), right.end_byte(), m.abs().to_string())
+                    replace(right, m.abs().to_string())
                 } else {
                     let new_op = if m > 0 { "+" } else { "-" };
                     edit(
@@ -151,17 +161,13 @@ impl<'t> Analyzer<'t> {
                         if colons > 1 || kid.is_extra() {
                             continue;
                         }
-                        let which = if colons == 0 { "start" } else { "stop" };
-                        for delta in [1, -1] {
-                            if let Some(e) = self.shift_by_one(kid, delta, false) {
-                                let description = format!(
-                                    "slice {which} `{}` {} 1",
-                                    snippet(self.text(kid)),
-                                    if delta > 0 { "+" } else { "-" }
-                                );
-                                self.push(Operator::OffByOneSlice, vec![e], node, description);
-                            }
-                        }
+                        let what = if colons == 0 {
+                            "slice start"
+                        } else {
+                            "slice stop"
+                        };
+                        let shown = snippet(self.text(kid));
+                        self.push_shifts(Operator::OffByOneSlice, kid, node, what, &shown);
                     }
                 }
                 NodeKind::Integer | NodeKind::UnaryOperator => {
@@ -175,16 +181,8 @@ impl<'t> Analyzer<'t> {
                     if !literal {
                         continue;
                     }
-                    for delta in [1, -1] {
-                        if let Some(e) = self.shift_by_one(sub, delta, false) {
-                            let description = format!(
-                                "index `{}` {} 1",
-                                self.text(sub),
-                                if delta > 0 { "+" } else { "-" }
-                            );
-                            self.push(Operator::OffByOneSlice, vec![e], node, description);
-                        }
-                    }
+                    let shown = self.text(sub);
+                    self.push_shifts(Operator::OffByOneSlice, sub, node, "index", shown);
                 }
                 _ => {}
             }

@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use crate::analyzer::Analyzer;
+use crate::analyzer::{Analyzer, replace, swap};
 use crate::mutation::{Edit, edit};
 use crate::registry::Operator;
 use crate::syntax::NodeKind;
@@ -69,7 +69,7 @@ impl<'t> Analyzer<'t> {
             if is_module {
                 return None;
             }
-            return Some(vec![edit(s.start_byte(), s.end_byte(), "pass")]);
+            return Some(vec![replace(s, "pass")]);
         }
         if !self.standalone(statements, i) {
             return None;
@@ -94,10 +94,7 @@ impl<'t> Analyzer<'t> {
         if ta == tb {
             return None;
         }
-        Some(vec![
-            edit(a.start_byte(), a.end_byte(), tb),
-            edit(b.start_byte(), b.end_byte(), ta),
-        ])
+        Some(swap(a, ta, b, tb))
     }
 
     /// Byte ranges of string literals spanning several lines inside `n`.
@@ -133,7 +130,7 @@ impl<'t> Analyzer<'t> {
         if body.start_position().row == statement.start_position().row {
             // `with x: f()` -- the body is on the header line.
             let t = self.text(body).trim_end();
-            return (!t.is_empty()).then(|| edit(statement.start_byte(), statement.end_byte(), t));
+            return (!t.is_empty()).then(|| replace(statement, t));
         }
         let first = *self.statements(body).first()?;
         let body_indent = self.indent_of(first.start_byte())?;
@@ -322,10 +319,7 @@ impl<'t> Analyzer<'t> {
             .map_or(String::new(), |c| snippet(self.text(c)));
         self.push_run(
             Operator::CtrlInvertIf,
-            vec![
-                edit(cons.start_byte(), cons.end_byte(), to),
-                edit(other.start_byte(), other.end_byte(), tc),
-            ],
+            swap(cons, tc, other, to),
             node,
             node,
             true,
@@ -363,9 +357,8 @@ mod tests {
     #[test]
     fn ctrl_shuffle_swaps_statements_in_function_bodies_only() {
         let src = "x = 1\ny = 2\n\ndef f():\n    \"\"\"Doc.\"\"\"\n    a = g()\n    b = h(a)\n    return b\n";
-        let outs = outputs(src, "ctrl_shuffle");
         assert_eq!(
-            outs,
+            outputs(src, "ctrl_shuffle"),
             vec![
                 "x = 1\ny = 2\n\ndef f():\n    \"\"\"Doc.\"\"\"\n    b = h(a)\n    a = g()\n    return b\n",
                 "x = 1\ny = 2\n\ndef f():\n    \"\"\"Doc.\"\"\"\n    a = g()\n    return b\n    b = h(a)\n",

@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use crate::analyzer::Analyzer;
+use crate::analyzer::{Analyzer, fields, replace};
 use crate::mutation::edit;
 use crate::registry::Operator;
 use crate::syntax::NodeKind;
@@ -23,12 +23,7 @@ impl<'t> Analyzer<'t> {
             if m < 0 && parent == NodeKind::UnaryOperator {
                 continue;
             }
-            self.push(
-                Operator::OpChangeConst,
-                vec![edit(node.start_byte(), node.end_byte(), m.to_string())],
-                node,
-                format!("`{t}` -> `{m}`"),
-            );
+            self.push_change(Operator::OpChangeConst, node, t, m, node);
         }
     }
 
@@ -37,10 +32,7 @@ impl<'t> Analyzer<'t> {
         if !self.is_enabled(Operator::WrongDefaultArg) {
             return;
         }
-        let (Some(name), Some(value)) = (
-            node.child_by_field_name("name"),
-            node.child_by_field_name("value"),
-        ) else {
+        let Some([name, value]) = fields(node, ["name", "value"]) else {
             return;
         };
         let name = self.text(name);
@@ -56,10 +48,8 @@ impl<'t> Analyzer<'t> {
                 }
             }
             NodeKind::UnaryOperator => {
-                if let (Some(op), Some(arg)) = (
-                    value.child_by_field_name("operator"),
-                    value.child_by_field_name("argument"),
-                ) && self.text(op) == "-"
+                if let Some([op, arg]) = fields(value, ["operator", "argument"])
+                    && self.text(op) == "-"
                     && self.kind_of(arg) == NodeKind::Integer
                     && let Some(n) = int_value(self.text(arg))
                 {
@@ -81,12 +71,7 @@ impl<'t> Analyzer<'t> {
         }
         for r in replacements {
             let description = format!("default of `{name}`: `{}` -> `{r}`", snippet(vt));
-            self.push(
-                Operator::WrongDefaultArg,
-                vec![edit(value.start_byte(), value.end_byte(), r)],
-                value,
-                description,
-            );
+            self.push_replace(Operator::WrongDefaultArg, value, r, value, description);
         }
     }
 
@@ -101,15 +86,15 @@ impl<'t> Analyzer<'t> {
         let vt = self.text(value);
         let e = match self.kind_of(value) {
             NodeKind::NoneLit => return,
-            NodeKind::True => edit(value.start_byte(), value.end_byte(), "False"),
-            NodeKind::False => edit(value.start_byte(), value.end_byte(), "True"),
+            NodeKind::True => replace(value, "False"),
+            NodeKind::False => replace(value, "True"),
             NodeKind::NotOperator => {
                 let Some(arg) = value.child_by_field_name("argument") else {
                     return;
                 };
                 edit(value.start_byte(), arg.start_byte(), "")
             }
-            _ => edit(value.start_byte(), value.end_byte(), "None"),
+            _ => replace(value, "None"),
         };
         let new_value = format!(
             "{}{}",

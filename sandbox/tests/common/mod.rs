@@ -19,10 +19,8 @@ pub fn sandbox() -> &'static Sandbox {
     })
 }
 
-/// The workspace root.
-pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[allow(unused_imports)]
+pub use frognano_sandbox::testing::{workspace_root as root, write_repo as make_repo};
 
 /// The bundled sample repositories.
 pub fn sample_repos() -> Vec<PathBuf> {
@@ -123,15 +121,4 @@ pub fn tree_snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             (rel, std::fs::read(e.path()).expect("read"))
         })
         .collect()
-}
-
-/// Writes `files` (relative path, contents) under a new temporary directory.
-pub fn make_repo(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (path, contents) in files {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-        std::fs::write(full, contents).expect("write");
-    }
-    dir
 }

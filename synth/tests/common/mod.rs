@@ -1,81 +1,29 @@
 //! Helpers shared by the synthesis integration tests.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
 
-use frognano_core::{Policy, Task};
-use frognano_env::{EnvConfig, EnvPool, EpisodeRecord};
+use frognano_core::Task;
+use frognano_env::EpisodeRecord;
+use frognano_env::testing::{assert_all_resolved, rollout};
 use frognano_policy::{NoopPolicy, OraclePolicy};
-use frognano_sandbox::{Sandbox, SandboxOptions};
-
-/// One sandbox per test binary.
-pub fn sandbox() -> Arc<Sandbox> {
-    static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| {
-            Arc::new(
-                Sandbox::new(SandboxOptions::default(), &|msg| eprintln!("setup: {msg}"))
-                    .expect("sandbox setup"),
-            )
-        })
-        .clone()
-}
-
-/// The workspace root.
-pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[allow(unused_imports)]
+pub use frognano_sandbox::testing::{
+    shared_sandbox as sandbox, workspace_root as root, write_repo,
+};
 
 /// A bundled sample repository.
 pub fn sample(name: &str) -> PathBuf {
     root().join("examples/repos").join(name)
 }
 
-/// Writes a repository from (path, contents) pairs into a fresh directory.
-pub fn write_repo(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (path, contents) in files {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-        std::fs::write(full, contents).expect("write");
-    }
-    dir
-}
-
-fn rollout(policy: &mut dyn Policy, tasks: &[Task]) -> Vec<EpisodeRecord> {
-    let mut pool = EnvPool::new(sandbox(), 2, 0, EnvConfig::default()).expect("pool");
-    let mut records = Vec::new();
-    pool.rollout(
-        policy,
-        tasks,
-        |r| records.push(r),
-        |t, e| panic!("{}: {e}", t.id),
-    )
-    .expect("rollout");
-    records
-}
-
 /// Every task is resolved by the oracle (the reverse of the bug) and by nothing else: the
 /// no-op policy resolves none. Returns the oracle's records.
 pub fn assert_oracle_only(tasks: &[Task]) -> Vec<EpisodeRecord> {
-    let records = rollout(&mut OraclePolicy::new(tasks), tasks);
+    let records = rollout(&mut OraclePolicy::new(tasks), tasks, 2);
     assert_eq!(records.len(), tasks.len());
-    for record in &records {
-        let grading = record.grading.as_ref().expect("graded");
-        assert!(
-            record.outcome.resolved,
-            "oracle failed {}: {:?} {:#?}",
-            record.task_id,
-            grading.detail,
-            grading
-                .tests
-                .iter()
-                .filter(|t| !t.passed)
-                .collect::<Vec<_>>()
-        );
-    }
-    for record in rollout(&mut NoopPolicy, tasks) {
+    assert_all_resolved(&records);
+    for record in rollout(&mut NoopPolicy, tasks, 2) {
         assert!(
             !record.outcome.resolved,
             "no-op resolved {}",
