@@ -31,6 +31,7 @@ mod error;
 mod eval;
 mod pool;
 pub mod protocol;
+mod record;
 pub mod taskset;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -31,6 +31,8 @@
 mod error;
 pub mod impact;
 pub mod intake;
+mod options;
+mod outcomes;
 pub mod statement;
 mod synth;
 
@@ -40,7 +42,9 @@ pub use frognano_mutate as mutate;
 pub use error::{Result, SynthError};
 pub use intake::{Intake, IntakeOptions, run_intake};
 pub use mutate::{Edit, MutateError, Mutation, OperatorInfo, operators};
-pub use synth::{
+pub use options::{
     CombineScope, OperatorStats, ProgressFn, Rejection, SynthConfig, SynthProgress, SynthRequest,
-    SynthStats, Synthesizer, module_name,
+    SynthStats,
 };
+pub use outcomes::module_name;
+pub use synth::Synthesizer;
