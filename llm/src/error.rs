@@ -74,7 +74,14 @@ impl InferenceError {
     }
 }
 
-frognano_core::impl_into_component_error!(InferenceError, "onnx policy");
+/// A local model carried upwards as a component (an `OnnxPolicy` acting in a rollout, a model
+/// a policy name loads) has failed as a whole: its errors are inference failures whatever their
+/// own kind, as every surface has always reported them; the original error stays the source.
+impl From<InferenceError> for frognano_core::Error {
+    fn from(err: InferenceError) -> Self {
+        frognano_core::Error::component("onnx policy", frognano_core::ErrorKind::Inference, err)
+    }
+}
 
 impl From<frognano_assets::AssetError> for InferenceError {
     fn from(err: frognano_assets::AssetError) -> Self {
