@@ -1028,10 +1028,12 @@ struct FrognanoError *frognano_learnability(double p, double target, double *out
 /**
  * Creates a trainer of the bundled repair policy over `sandbox`.
  *
- * `config_json` is a JSON object of training settings, each optional except `repos`
- * (`NULL` or `"{}"` take every default, and then fail for want of repositories):
- * `repos` (array of repository paths, directories or `.zip`/`.tar.gz` bundles whose test
- * suites pass, relative to the current directory; required), `curriculum` (`"frontier"`, the
+ * `config_json` is a JSON object of training settings, each optional (`NULL` or `"{}"` take
+ * every default): `repos` (array of repository paths, directories or `.zip`/`.tar.gz`
+ * bundles whose test suites pass, relative to the current directory; empty, the default: the
+ * bundled sample repositories, under `examples/repos` of the current directory or of the
+ * source tree the library was built from, as `frognano train` and Python's `train` take
+ * them), `curriculum` (`"frontier"`, the
  * default: tasks synthesized online for the families the policy solves about half the time;
  * `"static"`: a fixed synthesized set sampled uniformly; `"easy_to_hard"`: that set opened
  * from easy to hard), `iterations` (default 6: the length of the easy-to-hard schedule; the
@@ -1057,8 +1059,9 @@ struct FrognanoError *frognano_learnability(double p, double target, double *out
  *
  * On success writes an owned handle to `*out` (free it with `frognano_trainer_free`) and
  * returns `NULL`. On failure returns an owned error and leaves `*out` untouched:
- * `FROGNANO_ERROR_CODE_INVALID_OPTION` for a configuration that is not a JSON object, an
- * unknown key (at any depth), a value of the wrong type or out of range, or no `repos`;
+ * `FROGNANO_ERROR_CODE_CONFIG` for a configuration that is not a JSON object, an unknown key
+ * (at any depth), a value of the wrong type or out of range, or no repositories named where
+ * the bundled ones cannot be found;
  * `FROGNANO_ERROR_CODE_REPO` for a missing repository; `FROGNANO_ERROR_CODE_SYNTHESIS` for a
  * repository whose suite cannot validate bugs; `FROGNANO_ERROR_CODE_TRAINING` when no
  * training task could be made; the sandbox's codes otherwise. Thread safety: may be called
@@ -1207,7 +1210,7 @@ void frognano_trainer_free(struct FrognanoTrainer *trainer);
  * policy on the held-out set (unless `evaluate_initial` is false), trains for `iterations`
  * iterations, and evaluates the trained policy (greedy) on the held-out set.
  *
- * `config_json` is as for `frognano_trainer_new` (`repos` required), plus
+ * `config_json` is as for `frognano_trainer_new`, plus
  * `evaluate_initial` (default true). With `out` set, the job writes `held_out.jsonl`,
  * `training_tasks.jsonl` (fixed-set curricula), `metrics.jsonl`, `checkpoint.json` (after
  * every iteration) and `eval.jsonl` there, and resumes from a `checkpoint.json` it finds.
