@@ -12,7 +12,7 @@
  * Part 2 makes a trainer with a tiny configuration (2 held-out tasks, a static curriculum of
  * 3 tasks, 2 tasks x 2 rollouts per iteration), runs one iteration, evaluates the greedy
  * policy on the held-out tasks, saves a checkpoint and resumes it. It also shows that a
- * configuration without repositories is refused. The last line printed is the held-out
+ * configuration with a misspelt key is refused. The last line printed is the held-out
  * summary. --skip-training stops after part 1 and the refused configuration (no task is
  * synthesized and no episode runs).
  *
@@ -267,15 +267,15 @@ int main(int argc, char **argv) {
         return report_error("creating the sandbox", error);
     }
 
-    /* A configuration must name repositories: refused before anything runs. */
+    /* A configuration is read strictly: a misspelt key is refused before anything runs. */
     FrognanoTrainer *trainer = NULL;
-    error = frognano_trainer_new(sandbox, "{\"iterations\": 1}", &trainer);
-    if (error == NULL || frognano_error_code(error) != FROGNANO_ERROR_CODE_INVALID_OPTION ||
+    error = frognano_trainer_new(sandbox, "{\"iteration\": 1}", &trainer);
+    if (error == NULL || frognano_error_code(error) != FROGNANO_ERROR_CODE_CONFIG ||
         trainer != NULL) {
-        fprintf(stderr, "a configuration without repositories should be refused\n");
+        fprintf(stderr, "a configuration with an unknown key should be refused\n");
         status = 1;
     } else {
-        printf("no repos: refused (error %d)\n", (int)frognano_error_code(error));
+        printf("misspelt key: refused: %s\n", frognano_error_message(error));
     }
     frognano_error_free(error);
     frognano_trainer_free(trainer);
