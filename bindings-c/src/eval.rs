@@ -33,8 +33,9 @@ use crate::sandbox::FrognanoSandbox;
 /// reset (e.g. a missing repository; they are skipped, not counted as episodes). On failure
 /// returns an owned error and leaves `*out_summary_json` untouched
 /// (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an unknown policy or an empty task set,
-/// `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be loaded). Thread safety: may be called from any thread, also on a sandbox and a
-/// task set other threads use at the same time.
+/// `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be loaded). Thread safety:
+/// may be called from any thread, also on a sandbox and a task set other threads use at the
+/// same time.
 ///
 /// # Safety
 ///
