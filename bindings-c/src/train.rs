@@ -53,10 +53,11 @@ pub unsafe extern "C" fn frognano_group_advantages(
     guard(|| {
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let name = unsafe { str_arg(estimator, "estimator") }?;
-        let estimator = Estimator::parse(name).map_err(|_| {
-            invalid_option(format!(
-                "unknown advantage estimator {name:?}: use \"grpo\", \"dr_grpo\" or \"rloo\""
-            ))
+        // The library's parser and message; an estimator argument is an option here, not a
+        // training configuration.
+        let estimator = Estimator::parse(name).map_err(|err| match err {
+            TrainError::Config(message) => invalid_option(message),
+            other => FrognanoError::from(other),
         })?;
         if n == 0 {
             return Ok(());
