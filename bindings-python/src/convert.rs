@@ -279,7 +279,8 @@ fn entry<'py, T>(
 }
 
 /// The outputs a Python policy's `act` returned: per context a str or dict action, or a dict
-/// {"action": ..., "logprobs": [...], "token_ids": [...], "loss_mask": [...], "decision": ...}.
+/// {"action": ..., "logprobs": [...], "prompt_ids": [...], "token_ids": [...], "loss_mask":
+/// [...], "decision": ...}.
 pub(crate) fn outputs_from_py(
     py: Python<'_>,
     returned: &Bound<'_, PyAny>,
@@ -295,6 +296,7 @@ pub(crate) fn outputs_from_py(
                 PolicyOutput {
                     action: action_from_py(py, &action)?,
                     logprobs: entry(dict, "logprobs", |v| v.extract())?.unwrap_or_default(),
+                    prompt_ids: entry(dict, "prompt_ids", |v| v.extract())?,
                     token_ids: entry(dict, "token_ids", |v| v.extract())?,
                     loss_mask: entry(dict, "loss_mask", |v| v.extract())?,
                     decision: entry(dict, "decision", |v| from_py_json(py, &v))?,
@@ -322,6 +324,9 @@ pub(crate) fn output_json(output: &PolicyOutput) -> Value {
         "decision".into(),
         output.decision.clone().unwrap_or(Value::Null),
     );
+    if let Some(ids) = &output.prompt_ids {
+        map.insert("prompt_ids".into(), json!(ids));
+    }
     if let Some(ids) = &output.token_ids {
         map.insert("token_ids".into(), json!(ids));
     }

@@ -15,6 +15,7 @@ use frognano_sandbox::{ImageKind, Sandbox, SandboxOptions, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod agent;
+mod bench_learner;
 mod bench_policy;
 mod eval;
 mod models;
@@ -145,6 +146,9 @@ enum BenchCommand {
     Policy(bench_policy::BenchPolicyArgs),
     #[command(hide = true)]
     PolicyWorker(bench_policy::PolicyWorkerArgs),
+    /// The language-model loop: rollout and learner tokens/s, hand-back seconds and the
+    /// log-prob parity of the learner against ONNX Runtime.
+    Learner(bench_learner::BenchLearnerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -192,6 +196,7 @@ fn main() -> ExitCode {
         Commands::Bench(BenchCommand::Curriculum(args)) => train::bench_curriculum(&args),
         Commands::Bench(BenchCommand::Policy(args)) => bench_policy::bench_policy(&args),
         Commands::Bench(BenchCommand::PolicyWorker(args)) => bench_policy::worker(&args),
+        Commands::Bench(BenchCommand::Learner(args)) => bench_learner::bench(&args),
     };
     match result {
         Ok(code) => code,

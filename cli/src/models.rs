@@ -31,6 +31,10 @@ pub struct SetupArgs {
     /// Also install onnxruntime-genai (for `frognano bench policy`).
     #[arg(long)]
     genai: bool,
+    /// Also install the learner environment (torch, transformers, peft; about 3 GB), which
+    /// `frognano train` with a language model and `frognano bench learner` use.
+    #[arg(long)]
+    learner: bool,
 }
 
 #[derive(Args, Debug)]
@@ -89,6 +93,13 @@ pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
             let env = env?;
             println!("inference environment: {}", env.dir.display());
             println!("ONNX Runtime library: {}", env.runtime_library.display());
+            if args.learner {
+                let bar = spinner("learner environment");
+                let progress = |message: &str| bar.set_message(message.to_string());
+                let env = assets::ensure_learner_env(&progress);
+                bar.finish_and_clear();
+                println!("learner environment: {}", env?.dir.display());
+            }
         }
         ModelsCommand::Fetch(args) => {
             let bar = spinner(&args.name);

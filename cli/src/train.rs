@@ -362,8 +362,12 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("runs/train"));
     config.out = Some(out.clone());
     std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
+    let policy = match &config.policy {
+        frognano_train::PolicyConfig::Repair(_) => "the repair policy".to_string(),
+        frognano_train::PolicyConfig::Onnx(model) => format!("the language model {}", model.model),
+    };
     println!(
-        "training the repair policy: {} curriculum, {} iterations x {} tasks x {} rollouts, \
+        "training {policy}: {} curriculum, {} iterations x {} tasks x {} rollouts, \
          {} repositories, {} held-out tasks -> {}",
         config.curriculum.as_str(),
         config.iterations,
@@ -384,12 +388,15 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(&report_path, serde_json::to_string_pretty(&report)?)
         .with_context(|| format!("write {}", report_path.display()))?;
     println!("{}", summary_table(&report));
+    let evaluated = match &report.weights {
+        Some(weights) => format!("onnx:{}", weights.display()),
+        None => format!("repair:{}", out.join("checkpoint.json").display()),
+    };
     println!(
-        "metrics: {}\ncheckpoint: {} (evaluate it: frognano eval --tasks {} --policy repair:{})\nplot: {}",
+        "metrics: {}\ncheckpoint: {} (evaluate it: frognano eval --tasks {} --policy {evaluated})\nplot: {}",
         out.join("metrics.jsonl").display(),
         out.join("checkpoint.json").display(),
         out.join("held_out.jsonl").display(),
-        out.join("checkpoint.json").display(),
         plot.display()
     );
     Ok(ExitCode::SUCCESS)

@@ -14,6 +14,7 @@ mod difficulty;
 mod error;
 mod report;
 mod task;
+mod tokens;
 mod training;
 mod traits;
 
@@ -27,5 +28,6 @@ pub use task::{
     Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource,
     StepResult, Task, ToolCall, Turn,
 };
+pub use tokens::{TOKEN_BATCH_FORMAT, TOKEN_BATCH_VERSION, TokenBatch};
 pub use training::{LearnStats, Learner, LearningPolicy, StepSample, TrainingBatch, Trajectory};
 pub use traits::{Environment, IterationMetrics, Policy, TaskSynthesizer, Trainer};

@@ -375,6 +375,11 @@ pub struct PolicyOutput {
     /// Log-probabilities of the sampled choice(s), one per generated token or decision.
     #[serde(default)]
     pub logprobs: Vec<f32>,
+    /// The exact prompt token ids the model was fed for this reply (after chat-template
+    /// rendering and context truncation), for token-in/token-out learners: a learner never
+    /// re-tokenizes text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ids: Option<Vec<u32>>,
     /// Generated token ids, for token-in/token-out learners.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
@@ -394,6 +399,7 @@ impl PolicyOutput {
         PolicyOutput {
             action,
             logprobs: Vec::new(),
+            prompt_ids: None,
             token_ids: None,
             loss_mask: None,
             decision: None,

@@ -17,6 +17,9 @@ pub struct StepSample {
     /// steps (nothing to learn).
     #[serde(default)]
     pub logprobs: Vec<f32>,
+    /// The exact prompt token ids the reply was generated from (token-level policies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ids: Option<Vec<u32>>,
     /// Generated token ids (token-level policies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
@@ -108,6 +111,7 @@ mod tests {
             },
             observation: "Ran 3 tests".into(),
             logprobs: Vec::new(),
+            prompt_ids: None,
             token_ids: None,
             loss_mask: None,
             decision: None,

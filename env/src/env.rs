@@ -301,6 +301,7 @@ impl RepoEnv {
     pub fn annotate_last_step(&mut self, output: &PolicyOutput) {
         if let Some(step) = self.episode.as_mut().and_then(|e| e.steps.last_mut()) {
             step.logprobs = output.logprobs.clone();
+            step.prompt_ids = output.prompt_ids.clone();
             step.token_ids = output.token_ids.clone();
             step.loss_mask = output.loss_mask.clone();
             step.decision = output.decision.clone();

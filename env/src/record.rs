@@ -163,6 +163,9 @@ pub struct StepRecord {
     /// The policy's log-probabilities for this action (filled in by rollouts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub logprobs: Vec<f32>,
+    /// The exact prompt token ids the policy's model was fed (token-level policies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ids: Option<Vec<u32>>,
     /// The policy's generated token ids (filled in by rollouts of token-level policies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
@@ -188,6 +191,7 @@ impl StepRecord {
             elapsed_ms: 0.0,
             tests: None,
             logprobs: Vec::new(),
+            prompt_ids: None,
             token_ids: None,
             loss_mask: None,
             decision: None,

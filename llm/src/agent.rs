@@ -103,6 +103,34 @@ impl OnnxPolicy {
         })
     }
 
+    /// Swaps in the model folder `dir` (new weights after a learner's update, same tokenizer
+    /// and prompting): the next `act` runs it. On error the current model stays loaded.
+    pub fn reload(&mut self, dir: &Path) -> Result<()> {
+        let model = DecoderModel::load(
+            dir,
+            &ModelOptions {
+                intra_threads: self.config.intra_threads,
+                runtime_library: None,
+            },
+        )?;
+        let codec = TextCodec::load(dir)?;
+        self.model = model;
+        self.codec = codec;
+        Ok(())
+    }
+
+    /// How replies are prompted and sampled.
+    pub fn config(&self) -> &OnnxPolicyConfig {
+        &self.config
+    }
+
+    /// Changes how replies are sampled (e.g. greedy for evaluation, sampling for rollouts).
+    pub fn set_generation(&mut self, generation: GenerationOptions) -> Result<()> {
+        generation.validate()?;
+        self.config.generation = generation;
+        Ok(())
+    }
+
     /// The model.
     pub fn model(&mut self) -> &mut DecoderModel {
         &mut self.model
@@ -227,7 +255,8 @@ impl OnnxPolicy {
         let (generations, _) = generate(&mut self.model, &self.codec, &prompts, &options)?;
         Ok(generations
             .into_iter()
-            .map(|g| PolicyOutput {
+            .zip(prompts)
+            .map(|(g, prompt)| PolicyOutput {
                 action: Action::Text { text: g.text },
                 decision: Some(serde_json::json!({
                     "prompt_tokens": g.prompt_tokens,
@@ -235,8 +264,10 @@ impl OnnxPolicy {
                     "temperature": options.temperature,
                 })),
                 logprobs: g.logprobs,
+                prompt_ids: Some(prompt),
+                // Every generated token is the model's own, the final stop token included.
+                loss_mask: Some(vec![true; g.token_ids.len()]),
                 token_ids: Some(g.token_ids),
-                loss_mask: None,
             })
             .collect())
     }

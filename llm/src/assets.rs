@@ -22,8 +22,13 @@ use super::error::{InferenceError, Result};
 pub const REQUIREMENTS: &str = include_str!("../python/requirements.txt");
 /// Pinned extra requirement for the side-by-side benchmark (onnxruntime-genai).
 pub const GENAI_REQUIREMENTS: &str = include_str!("../python/requirements-genai.txt");
+/// Pinned extra requirements of the reference PyTorch learner (torch, transformers, peft).
+pub const LEARNER_REQUIREMENTS: &str = include_str!("../python/requirements-learner.txt");
 /// The converter and reference implementation, run with the environment's Python.
 pub const CONVERTER: &str = include_str!("../python/frognano_models.py");
+/// The reference PyTorch learner, a module of the Python package that also runs as a script
+/// (`serve`: the JSON-lines protocol the Rust trainer drives) in the learner environment.
+pub const LEARNER: &str = include_str!("../../bindings-python/python/frognano/torch_learner.py");
 
 /// Progress callback: one short message per step.
 pub use frognano_assets::Progress;
@@ -81,15 +86,53 @@ fn short_hash(text: &str) -> String {
     sha256_bytes(text.as_bytes())[..12].to_string()
 }
 
+/// Which Python environment: each is a virtual environment of pinned, hash-checked packages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PythonEnv {
+    /// The converter's (numpy, gguf, onnx, onnxruntime).
+    Converter,
+    /// The converter's plus onnxruntime-genai (the side-by-side benchmark).
+    Genai,
+    /// The converter's plus torch, transformers and peft (the reference learner).
+    Learner,
+}
+
+impl PythonEnv {
+    fn name(self) -> &'static str {
+        match self {
+            PythonEnv::Converter => "env",
+            PythonEnv::Genai => "env-genai",
+            PythonEnv::Learner => "env-learner",
+        }
+    }
+
+    fn requirement_files(self) -> Vec<(&'static str, &'static str)> {
+        let mut files = vec![("requirements.txt", REQUIREMENTS)];
+        match self {
+            PythonEnv::Converter => {}
+            PythonEnv::Genai => files.push(("requirements-genai.txt", GENAI_REQUIREMENTS)),
+            PythonEnv::Learner => files.push(("requirements-learner.txt", LEARNER_REQUIREMENTS)),
+        }
+        files
+    }
+
+    /// Its folder in the cache, keyed by its requirements.
+    pub fn dir(self) -> PathBuf {
+        let all: Vec<&str> = self.requirement_files().iter().map(|f| f.1).collect();
+        let key = short_hash(&all.join("\n"));
+        cache_dir()
+            .join("inference")
+            .join(format!("{}-{key}", self.name()))
+    }
+}
+
 /// Folder of the inference environment for the pinned requirements.
 pub fn inference_env_dir(with_genai: bool) -> PathBuf {
-    let key = if with_genai {
-        short_hash(&format!("{REQUIREMENTS}\n{GENAI_REQUIREMENTS}"))
+    if with_genai {
+        PythonEnv::Genai.dir()
     } else {
-        short_hash(REQUIREMENTS)
-    };
-    let name = if with_genai { "env-genai" } else { "env" };
-    cache_dir().join("inference").join(format!("{name}-{key}"))
+        PythonEnv::Converter.dir()
+    }
 }
 
 fn env_python(dir: &Path) -> PathBuf {
@@ -139,22 +182,42 @@ pub fn installed_runtime_library() -> Option<PathBuf> {
 /// Installs the inference environment once (a virtual environment with the pinned, hash-checked
 /// packages; `with_genai` adds onnxruntime-genai for the benchmark) and returns it.
 pub fn ensure_inference_env(with_genai: bool, progress: Progress<'_>) -> Result<InferenceEnv> {
-    let dir = inference_env_dir(with_genai);
+    ensure_python_env(
+        if with_genai {
+            PythonEnv::Genai
+        } else {
+            PythonEnv::Converter
+        },
+        progress,
+    )
+}
+
+/// Installs the learner environment once (the converter's packages plus torch, transformers
+/// and peft; about 3 GB with the CUDA runtime packages torch's Linux wheel depends on).
+pub fn ensure_learner_env(progress: Progress<'_>) -> Result<InferenceEnv> {
+    ensure_python_env(PythonEnv::Learner, progress)
+}
+
+/// Installs `flavor` once and returns it.
+pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<InferenceEnv> {
+    let dir = flavor.dir();
     if let Some(env) = describe(&dir) {
         return Ok(env);
     }
     let staging = staging_dir(&dir, ".env-")?;
     let venv = staging.path();
-    progress("creating the inference environment (Python virtual environment)");
+    progress(&format!(
+        "creating the {} Python environment",
+        match flavor {
+            PythonEnv::Learner => "learner",
+            _ => "inference",
+        }
+    ));
     run_quiet(
         Command::new(host_python()).args(["-m", "venv"]).arg(venv),
         "python -m venv",
     )?;
-    let mut requirement_files = vec![("requirements.txt", REQUIREMENTS)];
-    if with_genai {
-        requirement_files.push(("requirements-genai.txt", GENAI_REQUIREMENTS));
-    }
-    for (file, text) in &requirement_files {
+    for (file, text) in &flavor.requirement_files() {
         let path = venv.join(file);
         std::fs::write(&path, text).map_err(InferenceError::io(format!("write {file}")))?;
         progress(&format!(
@@ -216,16 +279,25 @@ fn staging_dir(dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
 
 /// Writes the embedded converter into the cache (once per version) and returns its path.
 pub fn converter_script() -> Result<PathBuf> {
+    embedded_script("frognano_models", CONVERTER)
+}
+
+/// Writes the embedded learner into the cache (once per version) and returns its path.
+pub fn learner_script() -> Result<PathBuf> {
+    embedded_script("torch_learner", LEARNER)
+}
+
+fn embedded_script(stem: &str, source: &str) -> Result<PathBuf> {
     let dir = cache_dir().join("inference");
     ensure_dir(&dir)?;
-    let path = dir.join(format!("frognano_models-{}.py", short_hash(CONVERTER)));
+    let path = dir.join(format!("{stem}-{}.py", short_hash(source)));
     if !path.is_file() {
         let mut tmp = tempfile::NamedTempFile::new_in(&dir)
             .map_err(InferenceError::io("create a temporary file"))?;
-        std::io::Write::write_all(&mut tmp, CONVERTER.as_bytes())
-            .map_err(InferenceError::io("write the converter"))?;
+        std::io::Write::write_all(&mut tmp, source.as_bytes())
+            .map_err(InferenceError::io(format!("write {stem}.py")))?;
         tmp.persist(&path)
-            .map_err(|e| InferenceError::io("write the converter")(e.error))?;
+            .map_err(|e| InferenceError::io(format!("write {stem}.py"))(e.error))?;
     }
     Ok(path)
 }
@@ -305,12 +377,31 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
 }
 
 /// The names of the known models, comma-separated.
+/// The name of the tiny random model (seed 0) every surface can name like a known model: made
+/// on first use, for tests and smoke runs (it writes gibberish).
+pub const TINY_MODEL: &str = "tiny";
+
 fn known_model_names() -> String {
     KNOWN_MODELS
         .iter()
         .map(|m| m.name)
+        .chain([TINY_MODEL])
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The cached tiny random model (seed 0), made on first use; returns its folder.
+pub fn tiny_model(progress: Progress<'_>) -> Result<PathBuf> {
+    let dir = model_cache_dir(TINY_MODEL);
+    if dir.join(".complete").is_file() {
+        return Ok(dir);
+    }
+    let staging = staging_dir(&dir, ".tiny-")?;
+    make_tiny_model(staging.path(), 0, progress)?;
+    std::fs::write(staging.path().join(".complete"), b"")
+        .map_err(InferenceError::io("mark the model complete"))?;
+    land_cache_dir(staging, &dir)?;
+    Ok(dir)
 }
 
 /// Fetches, verifies and converts a known model (idempotent); returns its cache folder, which
@@ -414,7 +505,7 @@ pub fn resolve_model(spec: &str, progress: Progress<'_>) -> Result<PathBuf> {
         Some((name, precision)) => (name, Some(precision)),
         None => (spec, None),
     };
-    if known_model(name).is_none() {
+    if known_model(name).is_none() && name != TINY_MODEL {
         let mut message = format!(
             "not a model folder (no model.onnx) and not a known model name (known: {})",
             known_model_names()
@@ -441,6 +532,10 @@ pub fn resolve_model(spec: &str, progress: Progress<'_>) -> Result<PathBuf> {
             PRECISIONS.join(", ")
         )));
     }
-    let dir = fetch_model(name, progress)?;
+    let dir = if name == TINY_MODEL {
+        tiny_model(progress)?
+    } else {
+        fetch_model(name, progress)?
+    };
     Ok(dir.join(precision))
 }

@@ -37,6 +37,15 @@ pub enum TrainError {
         /// The error.
         source: std::io::Error,
     },
+    /// The learner process failed a request or died.
+    #[error("learner ({kind}): {message}")]
+    Learner {
+        /// What failed, as the learner names it (`batch`, `config`, `model`, `io`,
+        /// `internal`), or `died` / `protocol` / `setup` for the process itself.
+        kind: String,
+        /// The learner's message (for a process that died: the last lines it wrote).
+        message: String,
+    },
     /// Training was cancelled.
     #[error("cancelled")]
     Cancelled,
@@ -55,6 +64,13 @@ impl TrainError {
             TrainError::Core(err) => err.kind(),
             TrainError::Io { .. } => ErrorKind::Io,
             TrainError::Cancelled => ErrorKind::Cancelled,
+            TrainError::Learner { kind, .. } => match kind.as_str() {
+                "batch" => ErrorKind::InvalidArgument,
+                "config" => ErrorKind::Config,
+                "setup" => ErrorKind::Setup,
+                "io" => ErrorKind::Io,
+                _ => ErrorKind::Training,
+            },
         }
     }
 }

@@ -14,6 +14,8 @@ mod advantage;
 mod curriculum;
 mod error;
 mod frontier;
+mod language;
+mod language_bench;
 mod run;
 mod trainer;
 
@@ -24,6 +26,10 @@ pub use curriculum::{
 pub use error::{Result, TrainError};
 pub use frontier::{
     FamilyState, FrontierConfig, FrontierSynthesizer, checked_learnability, learnability,
+};
+pub use language::{LanguageModelConfig, LanguageModelPolicy, LearnerProcess, WeightsHandle};
+pub use language_bench::{
+    LearnerBench, LearnerBenchOptions, RatioSummary, bench_learner, max_abs_diff, onnx_logprobs,
 };
 pub use run::*;
 pub use trainer::{GrpoTrainer, TrainProgress, TrainerConfig};

@@ -7,15 +7,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use frognano_core::{IterationMetrics, Learner, Task, TaskSynthesizer, Trainer};
+use frognano_core::{
+    IterationMetrics, Learner, LearningPolicy, Policy, Task, TaskSynthesizer, Trainer,
+};
 use frognano_env::{EpisodeRecord, EvalSummary, taskset};
 use frognano_policy::{RepairConfig, RepairPolicy};
 use frognano_sandbox::Sandbox;
 use frognano_synth::{SynthConfig, Synthesizer};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::curriculum::{EasyToHard, StaticCurriculum};
 use crate::frontier::{FrontierConfig, FrontierSynthesizer};
+use crate::language::{LanguageModelConfig, LanguageModelPolicy, WeightsHandle};
 use crate::trainer::{GrpoTrainer, TrainProgress, TrainerConfig};
 use crate::{Result, TrainError};
 
@@ -55,6 +58,53 @@ impl CurriculumKind {
     }
 }
 
+/// The policy a training job trains (`[policy]`, chosen by `kind`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PolicyConfig {
+    /// `kind = "repair"` (the default): the feature-based repair policy.
+    Repair(RepairConfig),
+    /// `kind = "onnx"`: a language model rolled out in ONNX Runtime and updated by the
+    /// PyTorch learner, with the new weights handed back after every update.
+    Onnx(LanguageModelConfig),
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::Repair(RepairConfig::default())
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicyConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        let Some(map) = value.as_object_mut() else {
+            return Err(D::Error::custom("the policy must be a table of settings"));
+        };
+        let kind = match map.remove("kind") {
+            None => "repair".to_string(),
+            Some(serde_json::Value::String(kind)) => kind,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "the policy kind must be a string, not {other}"
+                )));
+            }
+        };
+        match kind.as_str() {
+            "repair" => serde_json::from_value(value)
+                .map(PolicyConfig::Repair)
+                .map_err(D::Error::custom),
+            "onnx" => serde_json::from_value(value)
+                .map(PolicyConfig::Onnx)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "unknown policy kind `{other}` (expected `repair` or `onnx`)"
+            ))),
+        }
+    }
+}
+
 /// A training job (`frognano train --config FILE`, TOML). Every field has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -88,8 +138,8 @@ pub struct TrainConfig {
     pub synth_workers: usize,
     /// The trainer.
     pub trainer: TrainerConfig,
-    /// The repair policy.
-    pub policy: RepairConfig,
+    /// The policy trained: the repair policy (default) or a language model.
+    pub policy: PolicyConfig,
     /// The frontier (its operators, bug counts and hint levels come from the fields above).
     pub frontier: FrontierConfig,
 }
@@ -111,7 +161,7 @@ impl Default for TrainConfig {
             out: None,
             synth_workers: 1,
             trainer: TrainerConfig::default(),
-            policy: RepairConfig::default(),
+            policy: PolicyConfig::default(),
             frontier: FrontierConfig::default(),
         }
     }
@@ -185,9 +235,12 @@ impl TrainConfig {
         }
         self.trainer.validate()?;
         // Inside a training configuration, a bad policy setting is a configuration error.
-        self.policy
-            .validate()
-            .map_err(|e| TrainError::Config(e.to_string()))?;
+        match &self.policy {
+            PolicyConfig::Repair(policy) => policy
+                .validate()
+                .map_err(|e| TrainError::Config(e.to_string()))?,
+            PolicyConfig::Onnx(policy) => policy.validate()?,
+        }
         self.frontier().validate()?;
         Ok(())
     }
@@ -352,6 +405,9 @@ pub struct TrainReport {
     pub synthesis_wait_s: f64,
     /// The trained policy's state.
     pub policy: serde_json::Value,
+    /// The trained language model's folder (a language-model job), which `OnnxPolicy` runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<PathBuf>,
     /// Seconds the job took.
     pub wall_s: f64,
 }
@@ -435,17 +491,9 @@ pub fn run(
     }
     observer.stage("start the curriculum");
     let curriculum = make_curriculum(sandbox, config, pools)?;
-    let policy = RepairPolicy::new(RepairConfig {
-        seed: config.seed,
-        greedy: false,
-        ..config.policy.clone()
-    })?;
-    let mut trainer = GrpoTrainer::new(
-        sandbox.clone(),
-        Box::new(policy),
-        curriculum,
-        config.trainer.clone(),
-    )?;
+    let (policy, evaluated) = JobPolicy::start(config, observer)?;
+    let mut trainer =
+        GrpoTrainer::new(sandbox.clone(), policy, curriculum, config.trainer.clone())?;
     if let Some(flag) = &cancel {
         trainer.set_cancel_flag(flag.clone());
     }
@@ -461,10 +509,10 @@ pub fn run(
     }
     let initial = if config.evaluate_initial {
         observer.stage("evaluate the untrained policy on the held-out tasks");
-        let mut untrained = greedy_policy(&config.policy, None)?;
+        let mut untrained = evaluated.policy(None)?;
         Some(evaluate(
             &mut trainer,
-            &mut untrained,
+            untrained.as_mut(),
             &pools.held_out,
             observer,
             None,
@@ -499,11 +547,11 @@ pub fn run(
     }
     observer.stage("evaluate the trained policy on the held-out tasks");
     let state = trainer.policy().state()?;
-    let mut trained_policy = greedy_policy(&config.policy, Some(&state))?;
+    let mut trained_policy = evaluated.policy(Some(&state))?;
     let eval_file = config.out.as_ref().map(|o| o.join("eval.jsonl"));
     let trained = evaluate(
         &mut trainer,
-        &mut trained_policy,
+        trained_policy.as_mut(),
         &pools.held_out,
         observer,
         eval_file.as_deref(),
@@ -524,13 +572,120 @@ pub fn run(
         rollouts,
         synthesis_wait_s,
         policy: state,
+        weights: evaluated.weights(),
         wall_s: started.elapsed().as_secs_f64(),
     })
 }
 
+/// What a job evaluates on the held-out set: the policy as trained, deterministic.
+enum JobPolicy {
+    /// The repair policy, greedy, with a state.
+    Repair(RepairConfig),
+    /// The language model with greedy (or the configured evaluation) decoding, on the
+    /// weights the rollouts run now (`initial`: on the starting weights).
+    Language {
+        config: LanguageModelConfig,
+        start: PathBuf,
+        weights: WeightsHandle,
+    },
+}
+
+impl JobPolicy {
+    /// The policy the job trains, and what evaluates it.
+    fn start(
+        config: &TrainConfig,
+        observer: &mut dyn RunObserver,
+    ) -> Result<(Box<dyn LearningPolicy>, JobPolicy)> {
+        match &config.policy {
+            PolicyConfig::Repair(repair) => {
+                let policy = RepairPolicy::new(RepairConfig {
+                    seed: config.seed,
+                    greedy: false,
+                    ..repair.clone()
+                })?;
+                Ok((Box::new(policy), JobPolicy::Repair(repair.clone())))
+            }
+            PolicyConfig::Onnx(language) => {
+                observer.stage(
+                    "start the language model and its learner (the first use installs the \
+                     learner environment, about 3 GB)",
+                );
+                let quiet = |_: &str| {};
+                let start = language.start_folder(&quiet)?;
+                let work = match &config.out {
+                    Some(out) => out.join("model"),
+                    None => std::env::temp_dir().join(format!(
+                        "frognano-train-{}-{}",
+                        std::process::id(),
+                        config.seed
+                    )),
+                };
+                let mut learner_settings = language.learner.clone();
+                learner_settings
+                    .entry("seed")
+                    .or_insert(serde_json::json!(config.seed));
+                learner_settings
+                    .entry("max_completion_tokens")
+                    .or_insert(serde_json::json!(language.generation.max_new_tokens));
+                let language = LanguageModelConfig {
+                    learner: learner_settings,
+                    generation: frognano_llm::GenerationOptions {
+                        seed: config.seed,
+                        ..language.generation.clone()
+                    },
+                    ..language.clone()
+                };
+                let policy = LanguageModelPolicy::new(&language, &start, &work, &quiet)?;
+                let weights = policy.weights();
+                Ok((
+                    Box::new(policy),
+                    JobPolicy::Language {
+                        config: language,
+                        start,
+                        weights,
+                    },
+                ))
+            }
+        }
+    }
+
+    /// The language model's current folder.
+    fn weights(&self) -> Option<PathBuf> {
+        match self {
+            JobPolicy::Repair(_) => None,
+            JobPolicy::Language { weights, .. } => {
+                Some(weights.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            }
+        }
+    }
+
+    /// The policy to evaluate: untrained (`state` None) or as trained.
+    fn policy(&self, state: Option<&serde_json::Value>) -> Result<Box<dyn Policy>> {
+        match self {
+            JobPolicy::Repair(config) => Ok(Box::new(greedy_policy(config, state)?)),
+            JobPolicy::Language {
+                config,
+                start,
+                weights,
+            } => {
+                let folder = match state {
+                    None => start.clone(),
+                    Some(_) => weights.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                };
+                let policy = frognano_llm::OnnxPolicy::load(
+                    &folder,
+                    config.policy_config(config.evaluation_generation()),
+                )
+                .map_err(frognano_core::Error::from)?;
+                Ok(Box::new(policy))
+            }
+        }
+    }
+}
+
 fn evaluate(
     trainer: &mut GrpoTrainer,
-    policy: &mut RepairPolicy,
+    policy: &mut dyn Policy,
     tasks: &[Task],
     observer: &mut dyn RunObserver,
     records_file: Option<&Path>,

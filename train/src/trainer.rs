@@ -480,6 +480,7 @@ fn trajectory(record: &EpisodeRecord, group: usize, advantage: f64) -> Trajector
                 action: s.action.clone(),
                 observation: s.observation.clone(),
                 logprobs: s.logprobs.clone(),
+                prompt_ids: s.prompt_ids.clone(),
                 token_ids: s.token_ids.clone(),
                 loss_mask: s.loss_mask.clone(),
                 decision: s.decision.clone(),

@@ -269,6 +269,7 @@ mod tests {
             },
             observation: String::new(),
             logprobs: vec![(0.5f64).ln() as f32],
+            prompt_ids: None,
             token_ids: None,
             loss_mask: None,
             decision: Some(decision(chosen)),
