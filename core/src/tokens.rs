@@ -43,6 +43,9 @@ pub const TOKEN_BATCH_VERSION: u32 = 1;
 /// distribution (temperature 1).
 const GREEDY_TEMPERATURE: f32 = 1e-5;
 
+/// A rollout log-prob above this is not a log-probability (float32 rounding of log 1 allowed).
+const MAX_LOGPROB: f32 = 1e-3;
+
 /// The model steps of a batch as flat token arrays. See the module docs.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TokenBatch {
@@ -149,7 +152,7 @@ impl TokenBatch {
                     .position(|l| !l.is_finite() || *l > 0.0)
                 {
                     return Err(invalid(format!(
-                        "{}: log-prob {bad} is {} (log-probs are finite and at most 0)",
+                        "{}: log-prob {bad} is {} (log-probs are finite and not above 0)",
                         at(),
                         step.logprobs[bad]
                     )));

@@ -1,0 +1,174 @@
+//! The language-model loop on the tiny random model with the real PyTorch learner (in the
+//! learner environment) and real ONNX Runtime: log-prob parity before and after the hand-back,
+//! the direction of an update, and clear errors for bad batches and a failing learner.
+
+use std::path::PathBuf;
+
+use frognano_core::{ErrorKind, Learner, TokenBatch};
+use frognano_train::{
+    LanguageModelConfig, LanguageModelPolicy, LearnerBenchOptions, LearnerProcess, TrainError,
+    bench_learner,
+};
+use serde_json::json;
+
+fn tiny_fp32() -> PathBuf {
+    let quiet = |_: &str| {};
+    frognano_llm::assets::resolve_model("tiny:fp32", &quiet).expect("tiny model")
+}
+
+fn settings(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    value.as_object().cloned().expect("an object")
+}
+
+#[test]
+fn the_learner_and_onnx_runtime_agree_before_and_after_an_update() {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let model = tiny_fp32();
+    let options = LearnerBenchOptions {
+        int4_model: model.parent().map(|p| p.join("int4")),
+        model,
+        episodes: 4,
+        new_tokens: 16,
+        learner: settings(json!({"learning_rate": 1e-3, "seed": 0})),
+        python: None,
+        scratch: scratch.path().to_path_buf(),
+    };
+    let figures = bench_learner(&options, &|_| {}).expect("bench");
+    assert_eq!(figures.tokens, 64);
+    assert!(
+        figures.parity_max_abs_diff <= 1e-3,
+        "rollout vs learner log-probs: {}",
+        figures.parity_max_abs_diff
+    );
+    assert!(
+        figures.handback_parity_max_abs_diff <= 1e-3,
+        "learner vs ONNX Runtime after the hand-back: {}",
+        figures.handback_parity_max_abs_diff
+    );
+    // One step with advantages +1 / -1 moves the log-probs of the tokens that way.
+    assert!(
+        figures.positive_logprob_change > 0.0,
+        "{}",
+        figures.positive_logprob_change
+    );
+    assert!(
+        figures.negative_logprob_change < 0.0,
+        "{}",
+        figures.negative_logprob_change
+    );
+    let ratio = figures.int4_ratio.expect("the tiny model has an int4 folder");
+    assert_eq!(ratio.tokens, 64);
+    assert!(ratio.mean.is_finite() && ratio.p50 > 0.0);
+}
+
+#[test]
+fn bad_settings_bad_batches_and_failed_requests_are_clear_errors() {
+    let model = tiny_fp32();
+    let quiet = |_: &str| {};
+    let err = LearnerProcess::start(
+        None,
+        &model,
+        &settings(json!({"learning_rat": 1e-3})),
+        &quiet,
+    )
+    .expect_err("a misspelt setting");
+    assert!(
+        matches!(&err, TrainError::Learner { kind, .. } if kind == "config"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("learning_rat"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::Config);
+
+    let mut learner = LearnerProcess::start(None, &model, &settings(json!({})), &quiet)
+        .expect("learner");
+    let missing = learner
+        .request(json!({"op": "learn", "batch": "/nonexistent/batch.safetensors"}))
+        .expect_err("no such batch");
+    assert!(missing.to_string().contains("learn"), "{missing}");
+    // A batch the Rust side would refuse, written anyway, is refused by the learner too.
+    let dir = tempfile::tempdir().expect("dir");
+    let garbage = dir.path().join("garbage.safetensors");
+    std::fs::write(&garbage, b"not a batch").expect("write");
+    let refused = learner
+        .request(json!({"op": "learn", "batch": garbage}))
+        .expect_err("garbage");
+    assert!(matches!(&refused, TrainError::Learner { kind, .. } if kind == "batch"), "{refused}");
+    // The process is still serving.
+    let info = learner
+        .request(json!({"op": "save", "path": dir.path().join("state.pt")}))
+        .expect("save after errors");
+    assert!(info.is_object());
+}
+
+#[test]
+fn a_policy_checkpoint_restores_the_same_weights() {
+    let model = tiny_fp32();
+    let work = tempfile::tempdir().expect("work");
+    let config = LanguageModelConfig {
+        model: model.display().to_string(),
+        generation: frognano_llm::GenerationOptions {
+            temperature: 1.0,
+            ..frognano_llm::GenerationOptions::greedy(8)
+        },
+        learner: settings(json!({"learning_rate": 1e-2, "seed": 3})),
+        ..LanguageModelConfig::default()
+    };
+    let quiet = |_: &str| {};
+    let mut policy =
+        LanguageModelPolicy::new(&config, &model, work.path(), &quiet).expect("policy");
+    let contexts = vec![frognano_core::PolicyContext {
+        task_id: "t".into(),
+        initial: frognano_core::Observation {
+            text: "Problem: fix add() in calc.py".into(),
+            is_error: false,
+            test_run: None,
+        },
+        history: Vec::new(),
+    }; 2];
+    use frognano_core::Policy;
+    let outputs = policy.act(&contexts).expect("act");
+    let batch = frognano_core::TrainingBatch {
+        iteration: 0,
+        estimator: "grpo".into(),
+        group_size: 2,
+        trajectories: outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| frognano_core::Trajectory {
+                task_id: "t".into(),
+                group: 0,
+                reward: i as f64,
+                advantage: if i == 0 { -1.0 } else { 1.0 },
+                resolved: i == 1,
+                truncated: false,
+                steps: vec![frognano_core::StepSample {
+                    action: o.action.clone(),
+                    observation: String::new(),
+                    logprobs: o.logprobs.clone(),
+                    prompt_ids: o.prompt_ids.clone(),
+                    token_ids: o.token_ids.clone(),
+                    loss_mask: o.loss_mask.clone(),
+                    decision: o.decision.clone(),
+                }],
+            })
+            .collect(),
+    };
+    assert!(TokenBatch::from_batch(&batch).is_ok());
+    let stats = policy.learn(&batch).expect("learn");
+    assert!(stats["loss"].is_number() && stats["handback_s"].is_number(), "{stats:?}");
+    let state = policy.state().expect("state");
+    let weights = |dir: PathBuf| std::fs::read(dir.join("model.onnx.data")).expect("weights");
+    let saved = weights(policy.weights().lock().expect("lock").clone());
+    // Another update moves the weights; loading the state brings the saved ones back exactly.
+    policy.learn(&batch).expect("second update");
+    let moved = weights(policy.weights().lock().expect("lock").clone());
+    assert_ne!(moved, saved);
+    policy.load_state(&state).expect("load");
+    let restored = weights(policy.weights().lock().expect("lock").clone());
+    assert!(restored == saved, "restored weights differ from the checkpoint's");
+    // A batch whose tokens lost their prompt is refused before the learner sees it.
+    let mut broken = batch.clone();
+    broken.trajectories[0].steps[0].prompt_ids = None;
+    let err = policy.learn(&broken).expect_err("no prompt ids");
+    assert!(err.to_string().contains("prompt ids"), "{err}");
+}
