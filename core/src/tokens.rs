@@ -149,7 +149,7 @@ impl TokenBatch {
                 if let Some(bad) = step
                     .logprobs
                     .iter()
-                    .position(|l| !l.is_finite() || *l > 0.0)
+                    .position(|l| !l.is_finite() || *l > MAX_LOGPROB)
                 {
                     return Err(invalid(format!(
                         "{}: log-prob {bad} is {} (log-probs are finite and not above 0)",
