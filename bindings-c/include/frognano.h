@@ -1027,7 +1027,11 @@ struct FrognanoError *frognano_group_advantages(const double *rewards,
 struct FrognanoError *frognano_learnability(double p, double target, double *out);
 
 /**
- * Creates a trainer of the bundled repair policy over `sandbox`.
+ * Creates a trainer over `sandbox` of the policy the configuration names: the bundled repair
+ * policy (the default), or a language model (`"policy": {"kind": "onnx", "model": NAME or
+ * fp32 FOLDER, "generation": {...}, "learner": {...}}`: rollouts in ONNX Runtime, updates by
+ * the PyTorch learner in its environment, installed on first use, new weights handed back
+ * after every update).
  *
  * `config_json` is a JSON object of training settings, each optional (`NULL` or `"{}"` take
  * every default): `repos` (array of repository paths, directories or `.zip`/`.tar.gz`
@@ -1048,7 +1052,8 @@ struct FrognanoError *frognano_learnability(double p, double target, double *out
  * `group_size` (rollouts per task, at least 2; default 4), `estimator` (`"grpo"`, the
  * default, `"dr_grpo"` or `"rloo"`), `drop_zero_variance` (default true), `workers` (parallel
  * rollouts; 0, the default: the sandbox's workers), `env` (episode budgets: `max_steps`
- * (default 40), ...)), `policy` (the repair policy: `max_attempts` (default 8),
+ * (default 40), ...)), `policy` (`kind` `"repair"` (default) or `"onnx"`; the repair
+ * policy: `max_attempts` (default 8),
  * `learning_rate` (default 0.15), `temperature`, `max_candidates`, `entropy_bonus`,
  * `ratio_cap`, ...), `frontier` (the frontier curriculum: `target_success` (default 0.5),
  * `decay`, `exploration`, `buffer`, `max_uses`, `max_wait_s`, ...). The seed of the policy is
@@ -1156,6 +1161,26 @@ struct FrognanoError *frognano_trainer_evaluate(struct FrognanoTrainer *trainer,
  */
 struct FrognanoError *frognano_trainer_save_checkpoint(const struct FrognanoTrainer *trainer,
                                                        const char *path);
+
+/**
+ * Writes the model steps of the batch the learner got in the last iteration as a token batch
+ * file at `path` (UTF-8; safetensors, replaced whole): per step the exact prompt token ids the
+ * model was fed, the generated ids, their rollout log-probs and loss mask, and the
+ * trajectories' advantages, rewards and flags, as flat arrays with offsets (the format the
+ * PyTorch learner and any safetensors reader take; see `frognano_core::TokenBatch`).
+ *
+ * Returns `NULL` on success, else an owned error: `FROGNANO_ERROR_CODE_TRAINING` before the
+ * first iteration, `FROGNANO_ERROR_CODE_INVALID_ARGUMENT` for a batch a token learner cannot
+ * use (a model step without prompt ids, say), `FROGNANO_ERROR_CODE_IO` when the file cannot
+ * be written. Thread safety: one thread at a time per trainer.
+ *
+ * # Safety
+ *
+ * `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+ * use by another thread; `path` must be `NULL` or a NUL-terminated string.
+ */
+struct FrognanoError *frognano_trainer_save_token_batch(const struct FrognanoTrainer *trainer,
+                                                        const char *path);
 
 /**
  * Restores a checkpoint written by `frognano_trainer_save_checkpoint` (UTF-8 path): the

@@ -7,10 +7,9 @@ use std::ptr;
 use std::sync::Arc;
 
 use frognano_core::{Task, Trainer};
-use frognano_policy::{RepairConfig, RepairPolicy};
 use frognano_train::{
-    Estimator, GrpoTrainer, Quiet, TrainConfig, TrainError, checked_learnability, greedy_policy,
-    group_advantages, make_curriculum, prepare_pools,
+    Estimator, GrpoTrainer, PolicyEvaluator, Quiet, TrainConfig, TrainError, checked_learnability,
+    group_advantages, make_curriculum, make_policy, prepare_pools,
 };
 
 use crate::error::{FrognanoError, FrognanoErrorCode, invalid_option};
@@ -147,11 +146,15 @@ fn train_config(config_json: Option<&str>) -> Result<TrainConfig, FrognanoError>
 #[derive(Debug)]
 pub struct FrognanoTrainer {
     trainer: GrpoTrainer,
-    config: TrainConfig,
+    evaluator: PolicyEvaluator,
     held_out: Vec<Task>,
 }
 
-/// Creates a trainer of the bundled repair policy over `sandbox`.
+/// Creates a trainer over `sandbox` of the policy the configuration names: the bundled repair
+/// policy (the default), or a language model (`"policy": {"kind": "onnx", "model": NAME or
+/// fp32 FOLDER, "generation": {...}, "learner": {...}}`: rollouts in ONNX Runtime, updates by
+/// the PyTorch learner in its environment, installed on first use, new weights handed back
+/// after every update).
 ///
 /// `config_json` is a JSON object of training settings, each optional (`NULL` or `"{}"` take
 /// every default): `repos` (array of repository paths, directories or `.zip`/`.tar.gz`
@@ -172,7 +175,8 @@ pub struct FrognanoTrainer {
 /// `group_size` (rollouts per task, at least 2; default 4), `estimator` (`"grpo"`, the
 /// default, `"dr_grpo"` or `"rloo"`), `drop_zero_variance` (default true), `workers` (parallel
 /// rollouts; 0, the default: the sandbox's workers), `env` (episode budgets: `max_steps`
-/// (default 40), ...)), `policy` (the repair policy: `max_attempts` (default 8),
+/// (default 40), ...)), `policy` (`kind` `"repair"` (default) or `"onnx"`; the repair
+/// policy: `max_attempts` (default 8),
 /// `learning_rate` (default 0.15), `temperature`, `max_candidates`, `entropy_bonus`,
 /// `ratio_cap`, ...), `frontier` (the frontier curriculum: `target_success` (default 0.5),
 /// `decay`, `exploration`, `buffer`, `max_uses`, `max_wait_s`, ...). The seed of the policy is
@@ -213,14 +217,10 @@ pub unsafe extern "C" fn frognano_trainer_new(
         let config = train_config(config_json)?;
         let pools = prepare_pools(&sandbox.inner, &config, &mut Quiet)?;
         let curriculum = make_curriculum(&sandbox.inner, &config, &pools)?;
-        let policy = RepairPolicy::new(RepairConfig {
-            seed: config.seed,
-            greedy: false,
-            ..config.policy.clone()
-        })?;
+        let (policy, evaluator) = make_policy(&config)?;
         let mut trainer = GrpoTrainer::new(
             Arc::clone(&sandbox.inner),
-            Box::new(policy),
+            policy,
             curriculum,
             config.trainer.clone(),
         )?;
@@ -240,7 +240,7 @@ pub unsafe extern "C" fn frognano_trainer_new(
                 out,
                 FrognanoTrainer {
                     trainer,
-                    config,
+                    evaluator,
                     held_out,
                 },
             )
@@ -334,11 +334,11 @@ pub unsafe extern "C" fn frognano_trainer_evaluate(
             )));
         }
         let state = trainer.trainer.policy().state()?;
-        let mut policy = greedy_policy(&trainer.config.policy, Some(&state))?;
+        let mut policy = trainer.evaluator.policy(Some(&state))?;
         let (summary, _records) =
             trainer
                 .trainer
-                .evaluate(&mut policy, &trainer.held_out, |_| {})?;
+                .evaluate(policy.as_mut(), &trainer.held_out, |_| {})?;
         let mut value = serde_json::to_value(&summary).map_err(|e| {
             FrognanoError::new(
                 FrognanoErrorCode::Io,
@@ -400,6 +400,42 @@ pub unsafe extern "C" fn frognano_trainer_save_checkpoint(
             |trainer, path| trainer.trainer.save_checkpoint(path),
         )
     }
+}
+
+/// Writes the model steps of the batch the learner got in the last iteration as a token batch
+/// file at `path` (UTF-8; safetensors, replaced whole): per step the exact prompt token ids the
+/// model was fed, the generated ids, their rollout log-probs and loss mask, and the
+/// trajectories' advantages, rewards and flags, as flat arrays with offsets (the format the
+/// PyTorch learner and any safetensors reader take; see `frognano_core::TokenBatch`).
+///
+/// Returns `NULL` on success, else an owned error: `FROGNANO_ERROR_CODE_TRAINING` before the
+/// first iteration, `FROGNANO_ERROR_CODE_INVALID_ARGUMENT` for a batch a token learner cannot
+/// use (a model step without prompt ids, say), `FROGNANO_ERROR_CODE_IO` when the file cannot
+/// be written. Thread safety: one thread at a time per trainer.
+///
+/// # Safety
+///
+/// `trainer` must be `NULL` or a trainer returned by this library and not yet freed, not in
+/// use by another thread; `path` must be `NULL` or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn frognano_trainer_save_token_batch(
+    trainer: *const FrognanoTrainer,
+    path: *const c_char,
+) -> *mut FrognanoError {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a live trainer handle.
+        let trainer = unsafe { trainer.live("trainer") }?;
+        // SAFETY: the caller passes NULL or a valid NUL-terminated string.
+        let path = unsafe { str_arg(path, "path") }?;
+        let batch = trainer.trainer.last_batch().ok_or_else(|| {
+            FrognanoError::from(TrainError::NoTasks(
+                "no batch yet: run an iteration first".into(),
+            ))
+        })?;
+        let tokens = frognano_core::TokenBatch::from_batch(batch)?;
+        tokens.save(Path::new(path))?;
+        Ok(())
+    })
 }
 
 /// Restores a checkpoint written by `frognano_trainer_save_checkpoint` (UTF-8 path): the

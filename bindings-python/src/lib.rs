@@ -19,6 +19,7 @@ mod model;
 mod policy;
 mod sandbox;
 mod synth;
+mod tokens;
 mod train;
 
 /// The native module; `frognano/__init__.py` re-exports it.
@@ -34,5 +35,6 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     llm::register(m)?;
     curriculum::register(m)?;
     train::register(m)?;
+    tokens::register(m)?;
     Ok(())
 }

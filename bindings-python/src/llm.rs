@@ -144,7 +144,7 @@ impl Policy for SharedOnnx {
 pub(crate) struct PyOnnxPolicy {
     inner: Arc<Mutex<OnnxPolicy>>,
     config: OnnxPolicyConfig,
-    path: PathBuf,
+    path: Mutex<PathBuf>,
 }
 
 impl PyOnnxPolicy {
@@ -224,8 +224,21 @@ impl PyOnnxPolicy {
         Ok(PyOnnxPolicy {
             inner: Arc::new(Mutex::new(policy)),
             config,
-            path: dir,
+            path: Mutex::new(dir),
         })
+    }
+
+    /// reload(model) -> None
+    ///
+    /// Swaps in another model folder (new weights after a learner's update; same tokenizer
+    /// and prompting): the next act runs it. On error the current model stays loaded.
+    fn reload(&self, py: Python<'_>, model: Bound<'_, PyAny>) -> PyResult<()> {
+        let dir = resolve(py, &model, None)?;
+        let inner = &self.inner;
+        py.detach(|| lock(inner).reload(&dir))
+            .map_err(|e| py_err(py, e))?;
+        *lock(&self.path) = dir;
+        Ok(())
     }
 
     /// act(contexts) -> list of dicts {"action", "logprobs", "token_ids", "decision"}
@@ -277,13 +290,13 @@ impl PyOnnxPolicy {
     /// The model folder.
     #[getter]
     fn path(&self) -> String {
-        path_text(&self.path)
+        path_text(&lock(&self.path))
     }
 
     fn __repr__(&self) -> String {
         format!(
             "OnnxPolicy(path={:?}, temperature={}, max_new_tokens={})",
-            path_text(&self.path),
+            path_text(&lock(&self.path)),
             self.config.generation.temperature,
             self.config.generation.max_new_tokens
         )
@@ -362,6 +375,14 @@ fn known_models() -> Vec<&'static str> {
     assets::KNOWN_MODELS.iter().map(|m| m.name).collect()
 }
 
+/// The model converter (frognano_models.py, embedded in this package) written into the cache;
+/// its path. The torch learner imports it to hand new weights back as ONNX.
+#[pyfunction]
+fn _converter_script(py: Python<'_>) -> PyResult<String> {
+    let path = assets::converter_script().map_err(|e| py_err(py, e))?;
+    Ok(path_text(&path))
+}
+
 /// Adds this module's classes and functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOnnxPolicy>()?;
@@ -369,5 +390,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(setup_inference, m)?)?;
     m.add_function(wrap_pyfunction!(make_tiny_model, m)?)?;
     m.add_function(wrap_pyfunction!(known_models, m)?)?;
+    m.add_function(wrap_pyfunction!(_converter_script, m)?)?;
     Ok(())
 }

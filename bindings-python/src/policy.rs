@@ -212,7 +212,7 @@ pub(crate) fn acting_policy(
 
 /// A hand-made batch made complete: missing counters and flags take their neutral values, a
 /// step's action may be a command string or a `{"name", "arguments"}` tool call.
-fn normalise_batch(mut value: Value) -> Value {
+pub(crate) fn normalise_batch(mut value: Value) -> Value {
     let Some(batch) = value.as_object_mut() else {
         return value;
     };

@@ -491,7 +491,7 @@ pub fn run(
     }
     observer.stage("start the curriculum");
     let curriculum = make_curriculum(sandbox, config, pools)?;
-    let (policy, evaluated) = JobPolicy::start(config, observer)?;
+    let (policy, evaluated) = PolicyEvaluator::start(config, observer)?;
     let mut trainer =
         GrpoTrainer::new(sandbox.clone(), policy, curriculum, config.trainer.clone())?;
     if let Some(flag) = &cancel {
@@ -577,25 +577,37 @@ pub fn run(
     })
 }
 
+/// The policy a job's configuration trains (`[policy]`): the repair policy, or a language model
+/// with its learner process (started here; the learner environment is installed on first
+/// use). What `frognano train` trains, for callers that drive a [`GrpoTrainer`] themselves.
+/// With it comes what evaluates that policy as trained ([`PolicyEvaluator::policy`]).
+pub fn make_policy(config: &TrainConfig) -> Result<(Box<dyn LearningPolicy>, PolicyEvaluator)> {
+    PolicyEvaluator::start(config, &mut Quiet)
+}
+
 /// What a job evaluates on the held-out set: the policy as trained, deterministic.
-enum JobPolicy {
+#[derive(Debug)]
+pub enum PolicyEvaluator {
     /// The repair policy, greedy, with a state.
     Repair(RepairConfig),
     /// The language model with greedy (or the configured evaluation) decoding, on the
-    /// weights the rollouts run now (`initial`: on the starting weights).
+    /// weights the rollouts run now (untrained: on the starting weights).
     Language {
+        /// The job's language-model settings.
         config: LanguageModelConfig,
+        /// The folder training started from.
         start: PathBuf,
+        /// The folder the rollouts run now.
         weights: WeightsHandle,
     },
 }
 
-impl JobPolicy {
+impl PolicyEvaluator {
     /// The policy the job trains, and what evaluates it.
     fn start(
         config: &TrainConfig,
         observer: &mut dyn RunObserver,
-    ) -> Result<(Box<dyn LearningPolicy>, JobPolicy)> {
+    ) -> Result<(Box<dyn LearningPolicy>, PolicyEvaluator)> {
         match &config.policy {
             PolicyConfig::Repair(repair) => {
                 let policy = RepairPolicy::new(RepairConfig {
@@ -603,7 +615,7 @@ impl JobPolicy {
                     greedy: false,
                     ..repair.clone()
                 })?;
-                Ok((Box::new(policy), JobPolicy::Repair(repair.clone())))
+                Ok((Box::new(policy), PolicyEvaluator::Repair(repair.clone())))
             }
             PolicyConfig::Onnx(language) => {
                 observer.stage(
@@ -639,7 +651,7 @@ impl JobPolicy {
                 let weights = policy.weights();
                 Ok((
                     Box::new(policy),
-                    JobPolicy::Language {
+                    PolicyEvaluator::Language {
                         config: language,
                         start,
                         weights,
@@ -650,20 +662,21 @@ impl JobPolicy {
     }
 
     /// The language model's current folder.
-    fn weights(&self) -> Option<PathBuf> {
+    pub fn weights(&self) -> Option<PathBuf> {
         match self {
-            JobPolicy::Repair(_) => None,
-            JobPolicy::Language { weights, .. } => {
+            PolicyEvaluator::Repair(_) => None,
+            PolicyEvaluator::Language { weights, .. } => {
                 Some(weights.lock().unwrap_or_else(|p| p.into_inner()).clone())
             }
         }
     }
 
-    /// The policy to evaluate: untrained (`state` None) or as trained.
-    fn policy(&self, state: Option<&serde_json::Value>) -> Result<Box<dyn Policy>> {
+    /// The policy to evaluate: untrained (`state` None) or as trained (`state`: the trained
+    /// policy's [`Learner::state`]).
+    pub fn policy(&self, state: Option<&serde_json::Value>) -> Result<Box<dyn Policy>> {
         match self {
-            JobPolicy::Repair(config) => Ok(Box::new(greedy_policy(config, state)?)),
-            JobPolicy::Language {
+            PolicyEvaluator::Repair(config) => Ok(Box::new(greedy_policy(config, state)?)),
+            PolicyEvaluator::Language {
                 config,
                 start,
                 weights,

@@ -80,6 +80,7 @@ from ._frognano import (  # noqa: E402
     parse_action,
     repair_feature_names,
     save_tasks,
+    save_token_batch,
     setup,
     setup_inference,
     synthesize,
@@ -88,6 +89,38 @@ from ._frognano import (  # noqa: E402
     tool_schemas,
     train,
 )
+
+from ._frognano import _load_token_batch_raw, _token_batch_raw  # noqa: E402
+
+
+def _numpy_arrays(raw: dict) -> dict:
+    import numpy as np
+
+    arrays = {name: np.frombuffer(data, dtype=dtype).copy() for name, (dtype, data) in raw.items()
+              if name != "metadata"}
+    arrays["metadata"] = dict(raw["metadata"])
+    return arrays
+
+
+def token_batch(batch: dict) -> dict:
+    """The model steps of a TrainingBatch dict as flat numpy arrays (needs numpy).
+
+    Each model step is its own (prompt, completion) pair: prompt_ids / prompt_offsets (int64;
+    step s's prompt is prompt_ids[prompt_offsets[s]:prompt_offsets[s + 1]]), completion_ids /
+    completion_offsets (int64), rollout_logprobs (float32, one per completion token),
+    loss_mask (uint8), temperatures, step_trajectory, step_advantages (per step), advantages,
+    rewards, truncated, resolved, groups (per trajectory), and "metadata" (format, version,
+    iteration, estimator, group_size, task_ids). What frognano.torch_learner.TorchLearner.learn
+    takes, and what save_token_batch writes. A batch a token learner cannot use raises
+    InvalidArgumentError."""
+    return _numpy_arrays(_token_batch_raw(batch))
+
+
+def load_token_batch(path) -> dict:
+    """Reads a token batch file (save_token_batch, or a trainer's batches) as token_batch's
+    arrays (needs numpy)."""
+    return _numpy_arrays(_load_token_batch_raw(path))
+
 
 __all__ = [
     "Sandbox",
@@ -111,6 +144,9 @@ __all__ = [
     "group_advantages",
     "learnability",
     "train",
+    "token_batch",
+    "save_token_batch",
+    "load_token_batch",
     "LocalModel",
     "OnnxPolicy",
     "fetch_model",
