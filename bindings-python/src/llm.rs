@@ -375,6 +375,33 @@ fn known_models() -> Vec<&'static str> {
     assets::KNOWN_MODELS.iter().map(|m| m.name).collect()
 }
 
+/// convert_checkpoint(checkpoint, out, precisions=("fp32", "int4"), progress=None) -> dict
+///
+/// Converts a Hugging Face checkpoint folder (config.json, model.safetensors or a sharded
+/// index, tokenizer files; llama, qwen2 or mistral) into ONNX model folders out/fp32 (also a
+/// checkpoint again, so it trains further) and out/int4, which OnnxPolicy and LocalModel run.
+/// Returns the converter's summary ("folders": precision -> folder). A checkpoint the converter
+/// refuses raises InferenceError naming the reason.
+#[pyfunction]
+#[pyo3(signature = (checkpoint, out, precisions=None, progress=None))]
+fn convert_checkpoint<'py>(
+    py: Python<'py>,
+    checkpoint: PathBuf,
+    out: PathBuf,
+    precisions: Option<Vec<String>>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let precisions = precisions.unwrap_or_else(|| vec!["fp32".into(), "int4".into()]);
+    let printer = progress_printer(progress);
+    let summary = py
+        .detach(|| {
+            let precisions: Vec<&str> = precisions.iter().map(String::as_str).collect();
+            frognano_policy::llm::convert_checkpoint(&checkpoint, &out, &precisions, &printer)
+        })
+        .map_err(|e| py_err(py, e))?;
+    to_py(py, &summary)
+}
+
 /// The model converter (frognano_models.py, embedded in this package) written into the cache;
 /// its path. The torch learner imports it to hand new weights back as ONNX.
 #[pyfunction]
@@ -391,5 +418,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(make_tiny_model, m)?)?;
     m.add_function(wrap_pyfunction!(known_models, m)?)?;
     m.add_function(wrap_pyfunction!(_converter_script, m)?)?;
+    m.add_function(wrap_pyfunction!(convert_checkpoint, m)?)?;
     Ok(())
 }

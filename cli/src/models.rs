@@ -24,6 +24,22 @@ pub enum ModelsCommand {
     List,
     /// Write a tiny randomly initialised model (same layout as the real ones; for tests).
     Tiny(TinyArgs),
+    /// Convert a Hugging Face checkpoint (safetensors; llama, qwen2, mistral) into ONNX model
+    /// folders OUT/fp32 (also a checkpoint again) and OUT/int4, which OnnxPolicy runs and
+    /// `frognano train` trains further.
+    Convert(ConvertArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// The checkpoint folder (config.json, model.safetensors, tokenizer files).
+    checkpoint: PathBuf,
+    /// Output folder.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Precisions to write, comma-separated (fp32, int4).
+    #[arg(long, default_value = "fp32,int4", value_delimiter = ',')]
+    precisions: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -85,6 +101,28 @@ fn folder_size(dir: &Path) -> u64 {
 
 pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
     match command {
+        ModelsCommand::Convert(args) => {
+            let bar = spinner("convert");
+            let progress = |message: &str| bar.set_message(message.to_string());
+            let precisions: Vec<&str> = args.precisions.iter().map(String::as_str).collect();
+            let summary = frognano_policy::llm::convert_checkpoint(
+                &args.checkpoint,
+                &args.out,
+                &precisions,
+                &progress,
+            );
+            bar.finish_and_clear();
+            let summary = summary?;
+            if let Some(folders) = summary["folders"].as_object() {
+                for (precision, folder) in folders {
+                    let folder = folder.as_str().unwrap_or_default();
+                    println!(
+                        "{precision}  {folder}  ({:.1} MB)",
+                        folder_size(Path::new(folder)) as f64 / 1e6
+                    );
+                }
+            }
+        }
         ModelsCommand::Setup(args) => {
             let bar = spinner("inference environment");
             let progress = |message: &str| bar.set_message(message.to_string());

@@ -1,24 +1,60 @@
 #!/usr/bin/env python3
-"""FrogNano model tools: llama GGUF -> ONNX decoder folders, plus independent checks.
+"""FrogNano model tools: llama GGUF or Hugging Face checkpoint -> ONNX decoder folders, plus
+independent checks.
 
-Torch-free: depends only on the standard library, numpy, gguf, onnx and onnxruntime.
+Torch-free: depends only on the standard library, numpy, gguf, onnx and onnxruntime
+(safetensors files are read and written here directly; the format is an 8-byte header length,
+a JSON header and raw little-endian tensor bytes).
 
-Subcommands (progress lines go to stderr, a one-line JSON summary to stdout):
+Subcommands (progress lines go to stderr, a one-line JSON summary to stdout; a bad input ends
+with one `error: ...` line on stderr and exit status 2):
 
   convert    GGUF (llama architecture) -> OUT/fp32 and OUT/int4 model folders, each holding
              model.onnx with its weights in model.onnx.data, config.json,
-             generation_config.json, tokenizer.json, tokenizer_config.json and genai_config.json. `--layout genai` writes the
-             onnxruntime-genai builder layout instead, into OUT/genai-fp32 and OUT/genai-int4;
-             `--layout all` writes both (four folders).
+             generation_config.json, tokenizer.json, tokenizer_config.json and genai_config.json.
+             The fp32 folder also holds model.safetensors: the dequantized fp32 weights under
+             HF llama names in HF's Q/K row order, so that, with its config.json (a LlamaConfig),
+             it doubles as a Hugging Face checkpoint (transformers' from_pretrained, `from-hf`).
+             `--layout genai` writes the onnxruntime-genai builder layout instead, into
+             OUT/genai-fp32 and OUT/genai-int4; `--layout all` writes both (four folders).
+  from-hf    Hugging Face checkpoint folder (config.json, model.safetensors or a sharded
+             model.safetensors.index.json, tokenizer.json, tokenizer_config.json; model_type
+             llama incl. rope scaling "linear"/"llama3", qwen2 with its q/k/v biases, mistral;
+             tied or untied embeddings; bf16/fp16/fp32 tensors) -> OUT/fp32 and/or OUT/int4
+             (`--precisions`; int4 re-rounds with MatMulNBitsQuantizer, method "rtn").
   tiny       Writes a tiny random llama GGUF (OUT/tiny.gguf, quantized like SmolLM2's) and
              converts it exactly like `convert`, for fast tests; by default in both layouts
              (OUT/fp32, OUT/int4, OUT/genai-fp32, OUT/genai-int4; about 0.3 s).
   reference  Independent numpy forward pass over the dequantized GGUF weights, following
-             llama.cpp's own conventions (GGUF Q/K row order, adjacent-pair rotary).
-  check      Compares an ONNX model folder against `reference`: full-sequence logits,
-             KV-cached decoding, a left-padded batch and batched greedy decoding (genai layout:
-             an equal-length batch instead of the left-padded one, plus chunked prefill).
+             llama.cpp's own conventions (GGUF Q/K row order, adjacent-pair rotary); with
+             `--checkpoint`, over a HF checkpoint following transformers' (HF order, rotate_half).
+  check      Compares an ONNX model folder against `reference` (`--gguf` or `--checkpoint`):
+             full-sequence logits, KV-cached decoding, a left-padded batch and batched greedy
+             decoding (genai layout: an equal-length batch instead of the left-padded one, plus
+             chunked prefill).
   generate   Greedy chat generation with onnxruntime (a sanity tool).
+
+In-process API (for a learner handing updated weights back; import this file as a module):
+
+  export_onnx(config, tensors, out_dir, precisions=("fp32",), tokenizer_from=None,
+              write_safetensors=True, source=None) -> dict
+             config is a HF config.json as a dict, tensors maps HF names
+             (model.embed_tokens.weight, model.layers.{i}.self_attn.{q,k,v,o}_proj.weight and
+             biases, model.layers.{i}.mlp.{gate,up,down}_proj.weight,
+             model.layers.{i}.{input,post_attention}_layernorm.weight, model.norm.weight,
+             lm_head.weight when untied) to numpy arrays in the checkpoint's [out, in] layout.
+             Writes out_dir/<precision> for each precision: the optimum layout below, config.json,
+             generation_config.json (the tokenizer folder's, else from config), the tokenizer
+             files copied from tokenizer_from (None: kept from the folder being replaced),
+             genai_config.json and, for fp32, model.safetensors. Each folder is completed beside
+             its target and renamed into place. Returns {"folders": {precision: path}, ...}.
+             SmolLM2-135M fp32 with model.safetensors: about 2-3 s (see export_onnx).
+  from_hf(checkpoint, out_dir, precisions) -> dict      the `from-hf` subcommand.
+  read_safetensors(path), write_safetensors(path, tensors), read_checkpoint_tensors(folder).
+
+Both sources go through one graph builder per layout (build_decoder_model,
+build_genai_decoder_model), which takes HF-named tensors in HF order: GGUF tensors are
+renamed and their Q/K rows un-permuted first (gguf_to_hf_tensors).
 
 ONNX decoder layout "optimum" (HF optimum convention; the Rust runtime depends on it exactly):
 
@@ -76,7 +112,9 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
+import shutil
 import sys
 import time
 import unicodedata
@@ -215,6 +253,11 @@ class LlamaHParams:
     rope_theta: float
     rms_norm_eps: float
     tie_word_embeddings: bool
+    model_type: str = "llama"  # llama, qwen2 or mistral (HF config.json)
+    # q/k/v (and for llama's attention_bias also o) projections carry biases (Qwen2).
+    attention_bias: bool = False
+    # HF rope scaling ({"rope_type": "linear" | "llama3", "factor": ..., ...}) or None.
+    rope_scaling: dict | None = None
 
     @property
     def heads_per_kv_head(self) -> int:
@@ -288,20 +331,318 @@ def gguf_rows_to_rotate_half_rows(weight: np.ndarray, num_heads: int) -> np.ndar
     )
 
 
+def rope_inverse_frequency(hp: LlamaHParams) -> np.ndarray:
+    """The rotary inverse frequencies [head_dim / 2] in float64, like transformers'
+    ROPE_INIT_FUNCTIONS: "default", "linear" (divided by factor) and "llama3" (long wavelengths
+    divided by factor, a smooth blend between low_freq_factor and high_freq_factor)."""
+    half = hp.head_dim // 2
+    inverse_frequency = hp.rope_theta ** (-np.arange(half, dtype=np.float64) * 2.0 / hp.head_dim)
+    scaling = hp.rope_scaling or {}
+    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    if rope_type == "default":
+        return inverse_frequency
+    factor = float(scaling["factor"])
+    if rope_type == "linear":
+        return inverse_frequency / factor
+    if rope_type == "llama3":
+        low_freq_factor = float(scaling["low_freq_factor"])
+        high_freq_factor = float(scaling["high_freq_factor"])
+        old_context = float(scaling["original_max_position_embeddings"])
+        low_freq_wavelen = old_context / low_freq_factor
+        high_freq_wavelen = old_context / high_freq_factor
+        wavelen = 2.0 * math.pi / inverse_frequency
+        scaled = np.where(wavelen > low_freq_wavelen, inverse_frequency / factor, inverse_frequency)
+        smooth = (old_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        smoothed = (1.0 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+        return np.where(medium, smoothed, scaled)
+    raise ValueError(f"rope scaling type {rope_type!r} is not supported (default, linear, llama3)")
+
+
 def rotary_tables(hp: LlamaHParams) -> tuple[np.ndarray, np.ndarray]:
     """cos and sign-folded sin tables, [max_position_embeddings, head_dim], in rotate_half layout.
 
     sin_signed = [-sin, sin] so that rotate_half(x) * sin == concat(x2, x1) * sin_signed.
     Computed in float64 and rounded once.
     """
-    half = hp.head_dim // 2
-    inverse_frequency = hp.rope_theta ** (-np.arange(half, dtype=np.float64) * 2.0 / hp.head_dim)
+    inverse_frequency = rope_inverse_frequency(hp)
     angles = np.arange(hp.max_position_embeddings, dtype=np.float64)[:, None] * inverse_frequency
     cos = np.cos(angles)
     sin = np.sin(angles)
     cos_table = np.concatenate([cos, cos], axis=1).astype(np.float32)
     sin_signed_table = np.concatenate([-sin, sin], axis=1).astype(np.float32)
     return cos_table, sin_signed_table
+
+
+# ----------------------------------------------------------------------------------------------
+# Hugging Face checkpoints: tensor names, safetensors, config.json
+# ----------------------------------------------------------------------------------------------
+
+# HF model_type -> architectures[0]. All three are the same decoder (RMSNorm, rotate_half RoPE,
+# GQA, SiLU-gated MLP); qwen2 adds q/k/v biases.
+HF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                    "mistral": "MistralForCausalLM"}
+HF_WEIGHT_FILE = "model.safetensors"
+HF_INDEX_FILE = "model.safetensors.index.json"
+# Copied from a checkpoint into every model folder (the first two are required).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+OPTIONAL_TOKENIZER_FILES = ("chat_template.jinja", "special_tokens_map.json")
+
+# safetensors dtype codes <-> numpy ("BF16" has no numpy dtype: read as uint16, widened by hand).
+SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
+                      "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+                      "U8": np.uint8, "BOOL": np.bool_}
+_NUMPY_TO_SAFETENSORS = {np.dtype(v).str: k for k, v in SAFETENSORS_DTYPES.items() if k != "BF16"}
+
+
+class ConversionError(ValueError):
+    """A checkpoint that cannot be converted (reported as one line, exit status 2)."""
+
+
+def hf_layer_linear_names(hp: LlamaHParams, layer: int) -> dict[str, tuple[int, int]]:
+    """HF names of a layer's projection weights -> their [out, in] shapes."""
+    hidden, heads, kv_heads, head_dim = (hp.hidden_size, hp.num_attention_heads,
+                                         hp.num_key_value_heads, hp.head_dim)
+    p = f"model.layers.{layer}."
+    return {
+        p + "self_attn.q_proj.weight": (heads * head_dim, hidden),
+        p + "self_attn.k_proj.weight": (kv_heads * head_dim, hidden),
+        p + "self_attn.v_proj.weight": (kv_heads * head_dim, hidden),
+        p + "self_attn.o_proj.weight": (hidden, heads * head_dim),
+        p + "mlp.gate_proj.weight": (hp.intermediate_size, hidden),
+        p + "mlp.up_proj.weight": (hp.intermediate_size, hidden),
+        p + "mlp.down_proj.weight": (hidden, hp.intermediate_size),
+    }
+
+
+def hf_tensor_shapes(hp: LlamaHParams) -> dict[str, tuple[int, ...]]:
+    """Every tensor a checkpoint of these hyper-parameters must hold, with its shape."""
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (hp.vocab_size, hp.hidden_size)}
+    for layer in range(hp.num_hidden_layers):
+        p = f"model.layers.{layer}."
+        shapes.update(hf_layer_linear_names(hp, layer))
+        shapes[p + "input_layernorm.weight"] = (hp.hidden_size,)
+        shapes[p + "post_attention_layernorm.weight"] = (hp.hidden_size,)
+        if hp.attention_bias:
+            shapes[p + "self_attn.q_proj.bias"] = (hp.num_attention_heads * hp.head_dim,)
+            shapes[p + "self_attn.k_proj.bias"] = (hp.num_key_value_heads * hp.head_dim,)
+            shapes[p + "self_attn.v_proj.bias"] = (hp.num_key_value_heads * hp.head_dim,)
+            if hp.model_type == "llama":  # llama's attention_bias also covers o_proj
+                shapes[p + "self_attn.o_proj.bias"] = (hp.hidden_size,)
+    shapes["model.norm.weight"] = (hp.hidden_size,)
+    if not hp.tie_word_embeddings:
+        shapes["lm_head.weight"] = (hp.vocab_size, hp.hidden_size)
+    return shapes
+
+
+def checked_hf_tensors(hp: LlamaHParams, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The tensors the graph needs, as float32, after checking names and shapes (one clear error
+    for the first problem). Extra tensors (rotary_emb.inv_freq, a tied lm_head copy) are dropped."""
+    out = {}
+    for name, shape in hf_tensor_shapes(hp).items():
+        if name not in tensors:
+            raise ConversionError(f"missing tensor {name!r}")
+        array = np.asarray(tensors[name])
+        if tuple(array.shape) != shape:
+            raise ConversionError(f"tensor {name!r} has shape {list(array.shape)}, expected {list(shape)}")
+        if not np.issubdtype(array.dtype, np.floating):
+            raise ConversionError(f"tensor {name!r} has dtype {array.dtype}, expected a float type")
+        out[name] = array if array.dtype == np.float32 else array.astype(np.float32)
+    return out
+
+
+def gguf_to_hf_tensors(hp: LlamaHParams, tensors: dict[str, np.ndarray]
+                       ) -> tuple[dict[str, np.ndarray], dict[str, LinearSource]]:
+    """Renames dequantized GGUF tensors to HF llama names and undoes the Q/K row permutation.
+
+    Returns (HF tensors, origins): origins maps every projection weight's HF name to the GGUF
+    tensor it came from (and its row permutation), for the int4 "gguf" method.
+    """
+    hf: dict[str, np.ndarray] = {"model.embed_tokens.weight": tensors["token_embd.weight"],
+                                 "model.norm.weight": tensors["output_norm.weight"]}
+    origins: dict[str, LinearSource] = {}
+    gguf_linear = {"self_attn.q_proj": ("attn_q", hp.num_attention_heads),
+                   "self_attn.k_proj": ("attn_k", hp.num_key_value_heads),
+                   "self_attn.v_proj": ("attn_v", 0), "self_attn.o_proj": ("attn_output", 0),
+                   "mlp.gate_proj": ("ffn_gate", 0), "mlp.up_proj": ("ffn_up", 0),
+                   "mlp.down_proj": ("ffn_down", 0)}
+    for layer in range(hp.num_hidden_layers):
+        p, b = f"model.layers.{layer}.", f"blk.{layer}."
+        hf[p + "input_layernorm.weight"] = tensors[b + "attn_norm.weight"]
+        hf[p + "post_attention_layernorm.weight"] = tensors[b + "ffn_norm.weight"]
+        for hf_name, (gguf_name, rotary_heads) in gguf_linear.items():
+            weight = tensors[f"{b}{gguf_name}.weight"]
+            if rotary_heads:
+                weight = np.ascontiguousarray(gguf_rows_to_rotate_half_rows(weight, rotary_heads))
+            hf[f"{p}{hf_name}.weight"] = weight
+            origins[f"{p}{hf_name}.weight"] = LinearSource(f"{b}{gguf_name}.weight", rotary_heads)
+    if hp.tie_word_embeddings:
+        origins["lm_head.weight"] = LinearSource("token_embd.weight")
+    else:
+        hf["lm_head.weight"] = tensors["output.weight"]
+        origins["lm_head.weight"] = LinearSource("output.weight")
+    return hf, origins
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray],
+                      metadata: dict[str, str] | None = None) -> Path:
+    """Writes tensors in the safetensors format: an 8-byte little-endian header length, a JSON
+    header ({name: {dtype, shape, data_offsets}}, "__metadata__"; padded with spaces to a multiple
+    of 8), then every tensor's little-endian bytes back to back. Written to a temporary name and
+    renamed, so a reader never sees half a file."""
+    header: dict[str, dict] = {}
+    arrays = []
+    offset = 0
+    for name in sorted(tensors):
+        array = np.asarray(tensors[name])
+        array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+        dtype = _NUMPY_TO_SAFETENSORS.get(array.dtype.str)
+        if dtype is None:
+            raise ValueError(f"cannot write dtype {array.dtype} of {name!r} to safetensors")
+        array = np.ascontiguousarray(array)
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+        arrays.append(array)
+    header["__metadata__"] = {"format": "pt", **(metadata or {})}
+    blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    blob += b" " * (-len(blob) % 8)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as handle:
+        handle.write(len(blob).to_bytes(8, "little"))
+        handle.write(blob)
+        for array in arrays:
+            handle.write(array.data if array.ndim else array.tobytes())
+    partial.replace(path)
+    return path
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Reads a safetensors file (memory-mapped: arrays are views into the file). Float tensors come
+    back as float32 (bf16 and fp16 widened exactly; fp32 without a copy), others as stored."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise ConversionError(f"{path.name} is not a safetensors file (too short)")
+        header_len = int.from_bytes(prefix, "little")
+        if header_len > size - 8:
+            raise ConversionError(f"{path.name} is not a safetensors file (bad header length)")
+        try:
+            header = json.loads(handle.read(header_len))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ConversionError(f"{path.name} has an unreadable safetensors header: {error}") from None
+    start = 8 + header_len
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(size - start,)) \
+        if size > start else np.zeros(0, dtype=np.uint8)
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = SAFETENSORS_DTYPES.get(entry.get("dtype"))
+        if dtype is None:
+            raise ConversionError(f"tensor {name!r} in {path.name} has unsupported dtype "
+                                  f"{entry.get('dtype')!r}")
+        begin, end = entry["data_offsets"]
+        shape = tuple(entry["shape"])
+        expected_bytes = math.prod(shape) * np.dtype(dtype).itemsize
+        if not 0 <= begin <= end <= data.shape[0] or end - begin != expected_bytes:
+            raise ConversionError(f"tensor {name!r} in {path.name} has inconsistent data offsets")
+        array = data[begin:end].view(np.dtype(dtype).newbyteorder("<")).reshape(shape)
+        if entry["dtype"] == "BF16":
+            array = (array.astype(np.uint32) << 16).view(np.float32)
+        elif entry["dtype"] in ("F16", "F64"):
+            array = array.astype(np.float32)
+        tensors[name] = array
+    return tensors
+
+
+def read_checkpoint_tensors(checkpoint: Path) -> dict[str, np.ndarray]:
+    """All tensors of a HF checkpoint folder: model.safetensors, or the shards that
+    model.safetensors.index.json names."""
+    index = checkpoint / HF_INDEX_FILE
+    if (checkpoint / HF_WEIGHT_FILE).is_file():
+        files = [checkpoint / HF_WEIGHT_FILE]
+    elif index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+        files = [checkpoint / name for name in sorted(set(weight_map.values()))]
+        for file in files:
+            if not file.is_file():
+                raise ConversionError(f"{HF_INDEX_FILE} names {file.name}, which is missing")
+    else:
+        raise ConversionError(f"{checkpoint} has no {HF_WEIGHT_FILE} or {HF_INDEX_FILE} "
+                              "(only safetensors checkpoints are supported)")
+    tensors: dict[str, np.ndarray] = {}
+    for file in files:
+        tensors.update(read_safetensors(file))
+    return tensors
+
+
+def _rope_scaling_of(config: dict) -> tuple[float, dict | None]:
+    """(rope_theta, rope scaling or None) from a config.json in the transformers 4 style
+    (rope_theta + rope_scaling) or the transformers 5 style (rope_parameters)."""
+    parameters = config.get("rope_parameters") or {}
+    theta = config.get("rope_theta", parameters.get("rope_theta", 10000.0))
+    scaling = config.get("rope_scaling") or {k: v for k, v in parameters.items() if k != "rope_theta"}
+    rope_type = scaling.get("rope_type", scaling.get("type", "default")) if scaling else "default"
+    if rope_type not in ("default", "linear", "llama3"):
+        raise ConversionError(f"rope scaling type {rope_type!r} is not supported (default, linear, llama3)")
+    if rope_type == "default":
+        return float(theta), None
+    required = ["factor"] + (["low_freq_factor", "high_freq_factor", "original_max_position_embeddings"]
+                             if rope_type == "llama3" else [])
+    missing = [key for key in required if key not in scaling]
+    if missing:
+        raise ConversionError(f"rope scaling {rope_type!r} lacks {', '.join(missing)}")
+    return float(theta), {"rope_type": rope_type, **{k: scaling[k] for k in required}}
+
+
+def hparams_from_hf_config(config: dict) -> LlamaHParams:
+    """Reads and validates a HF config.json (llama, qwen2 or mistral)."""
+    model_type = config.get("model_type")
+    if model_type not in HF_ARCHITECTURES:
+        architectures = config.get("architectures") or []
+        raise ConversionError(f"unsupported architecture {model_type!r} {architectures} "
+                              f"(supported model_type: {', '.join(HF_ARCHITECTURES)})")
+    if config.get("quantization_config"):
+        raise ConversionError("quantized checkpoints are not supported (config has quantization_config)")
+    activation = config.get("hidden_act", "silu")
+    if activation != "silu":
+        raise ConversionError(f"hidden_act {activation!r} is not supported (only silu)")
+    if config.get("mlp_bias"):
+        raise ConversionError("mlp_bias is not supported")
+    if model_type == "qwen2" and config.get("use_sliding_window"):
+        raise ConversionError("qwen2 with use_sliding_window is not supported")
+    if float(config.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise ConversionError("partial rotary (partial_rotary_factor != 1) is not supported")
+    try:
+        hidden = int(config["hidden_size"])
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        layers = int(config["num_hidden_layers"])
+        intermediate = int(config["intermediate_size"])
+        vocab = int(config["vocab_size"])
+        context = int(config.get("max_position_embeddings", 2048))
+        eps = float(config.get("rms_norm_eps", 1e-6))
+    except KeyError as error:
+        raise ConversionError(f"config.json lacks {error.args[0]!r}") from None
+    if heads % kv_heads:
+        raise ConversionError(f"{heads} heads are not a multiple of {kv_heads} KV heads")
+    if head_dim % 2:
+        raise ConversionError(f"head_dim {head_dim} is odd")
+    window = config.get("sliding_window") if model_type == "mistral" else None
+    if window:
+        # Full attention equals sliding-window attention for sequences within the window.
+        context = min(context, int(window))
+    theta, scaling = _rope_scaling_of(config)
+    attention_bias = model_type == "qwen2" or bool(config.get("attention_bias", False))
+    return LlamaHParams(
+        num_hidden_layers=layers, hidden_size=hidden, intermediate_size=intermediate,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
+        vocab_size=vocab, max_position_embeddings=context, rope_theta=theta, rms_norm_eps=eps,
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)), model_type=model_type,
+        attention_bias=attention_bias, rope_scaling=scaling)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -318,10 +659,48 @@ class LinearSource:
     scale: float = 1.0
 
 
-class GraphBuilder:
-    """Accumulates ONNX nodes and initializers under unique, readable names."""
+# Streaming external data (GraphBuilder with a data file): tensors from this size on go to
+# model.onnx.data; tensors of a MiB or more start at a multiple of 64 KiB (the allocation
+# granularity onnx's own writer aligns to, so that the file can be memory-mapped), others at 64.
+EXTERNAL_DATA_THRESHOLD = 1024
+EXTERNAL_DATA_ALIGNMENT = (1 << 20, 1 << 16, 64)
 
-    def __init__(self):
+
+def _write_external_tensor(data_file, name: str, array: np.ndarray):
+    """Appends array's bytes to data_file (aligned) and returns a TensorProto referencing them."""
+    from onnx import TensorProto, helper  # noqa: PLC0415
+
+    big, big_alignment, small_alignment = EXTERNAL_DATA_ALIGNMENT
+    alignment = big_alignment if array.nbytes >= big else small_alignment
+    offset = data_file.tell()
+    padding = -offset % alignment
+    if padding:
+        data_file.write(b"\0" * padding)
+        offset += padding
+    array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+    data_file.write(array.data)
+    tensor = TensorProto()
+    tensor.name = name
+    tensor.data_type = helper.np_dtype_to_tensor_dtype(array.dtype)
+    tensor.dims.extend(array.shape)
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", Path(data_file.name).name), ("offset", str(offset)),
+                       ("length", str(array.nbytes))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    return tensor
+
+
+class GraphBuilder:
+    """Accumulates ONNX nodes and initializers under unique, readable names.
+
+    With `data_file` (an open binary file, `model.onnx.data` next to the model), initializers of
+    EXTERNAL_DATA_THRESHOLD bytes or more are written straight into it as they are made (aligned,
+    see EXTERNAL_DATA_ALIGNMENT) and the graph only references them: no copy of the weights is
+    held in the protobuf, which makes saving a fp32 model one pass over its bytes.
+    """
+
+    def __init__(self, data_file=None):
         from onnx import numpy_helper  # noqa: PLC0415
 
         self._numpy_helper = numpy_helper
@@ -329,6 +708,7 @@ class GraphBuilder:
         self.initializers = []
         self._used_names: set[str] = set()
         self._constants: dict[tuple, str] = {}
+        self._data_file = data_file
         # MatMul weight initializer -> where its values came from in the GGUF (for int4 "gguf").
         self.linear_sources: dict[str, LinearSource] = {}
 
@@ -342,7 +722,11 @@ class GraphBuilder:
 
     def initializer(self, name: str, array: np.ndarray) -> str:
         name = self.unique_name(name)
-        self.initializers.append(self._numpy_helper.from_array(np.ascontiguousarray(array), name))
+        array = np.ascontiguousarray(array)
+        if self._data_file is not None and array.nbytes >= EXTERNAL_DATA_THRESHOLD:
+            self.initializers.append(_write_external_tensor(self._data_file, name, array))
+        else:
+            self.initializers.append(self._numpy_helper.from_array(array, name))
         return name
 
     def constant(self, value, dtype) -> str:
@@ -413,14 +797,20 @@ def _attention_bias(g: GraphBuilder) -> str:
                   "mask/bias")
 
 
-def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metadata: dict[str, str]):
-    """Builds the fp32 ONNX decoder (see the module docstring for its inputs and outputs).
+def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metadata: dict[str, str],
+                        origins: dict[str, LinearSource] | None = None, data_file=None):
+    """Builds the fp32 ONNX decoder (see the module docstring for its inputs and outputs) from
+    HF-named tensors in HF order (checked_hf_tensors or gguf_to_hf_tensors); the one graph
+    builder of the optimum layout for GGUF and HF sources alike.
 
-    Returns (model, linear_sources): the MatMul weight initializers' GGUF origins.
+    origins: the GGUF tensors behind the projection weights (gguf_to_hf_tensors), recorded per
+    MatMul weight initializer for the int4 "gguf" method. data_file: stream the weights into
+    that external data file (see GraphBuilder). Returns (model, linear_sources).
     """
     from onnx import TensorProto, helper  # noqa: PLC0415
 
-    g = GraphBuilder()
+    origins = origins or {}
+    g = GraphBuilder(data_file)
     heads, kv_heads, head_dim = hp.num_attention_heads, hp.num_key_value_heads, hp.head_dim
     batch, seq, past, total = ("batch_size", "sequence_length", "past_sequence_length",
                                "total_sequence_length")
@@ -439,7 +829,7 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
             graph_outputs.append(helper.make_tensor_value_info(
                 f"present.{layer}.{kind}", TensorProto.FLOAT, [batch, kv_heads, total, head_dim]))
 
-    embed_tokens = tensors["token_embd.weight"]
+    embed_tokens = tensors["model.embed_tokens.weight"]
     embed = g.initializer("model.embed_tokens.weight", embed_tokens)
     hidden = g.node("Gather", [embed, "input_ids"], "embed_tokens", axis=0)
 
@@ -453,32 +843,36 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
 
     query_scale = 1.0 / math.sqrt(head_dim)
     for layer in range(hp.num_hidden_layers):
-        gguf_prefix, hf = f"blk.{layer}.", f"model.layers.{layer}"
+        hf = f"model.layers.{layer}"
 
-        def weight_t(gguf_name: str, hf_name: str, scale: float = 1.0, rotary_heads: int = 0,
-                     _gguf_prefix=gguf_prefix, _hf=hf) -> str:
-            """Initializer W^T ([in, out]) for x @ W^T; optionally un-permuted and scaled."""
-            weight = tensors[_gguf_prefix + gguf_name]
-            if rotary_heads:
-                weight = gguf_rows_to_rotate_half_rows(weight, rotary_heads)
+        def linear(x: str, module: str, scale: float = 1.0, _hf=hf) -> str:
+            """x @ W^T (+ b) for the HF module `<layer>.<module>`; W^T ([in, out]) and b are
+            initializers, optionally scaled."""
+            weight_name = f"{_hf}.{module}.weight"
+            weight = tensors[weight_name]
             if scale != 1.0:
                 weight = weight * np.float32(scale)
-            name = g.initializer(f"{_hf}.{hf_name}.weight_t", weight.T)
-            g.linear_sources[name] = LinearSource(_gguf_prefix + gguf_name, rotary_heads, scale)
-            return name
-
-        def linear(x: str, weight: str, name: str) -> str:
-            return g.node("MatMul", [x, weight], name)
+            name = g.initializer(f"{weight_name}_t", weight.T)
+            origin = origins.get(weight_name)
+            if origin is not None:
+                g.linear_sources[name] = LinearSource(origin.gguf_name, origin.rotary_heads, scale)
+            out = g.node("MatMul", [x, name], f"{_hf}/{module.split('.')[-1]}")
+            bias_values = tensors.get(f"{_hf}.{module}.bias")
+            if bias_values is not None:
+                if scale != 1.0:
+                    bias_values = bias_values * np.float32(scale)
+                out = g.node("Add", [out, g.initializer(f"{_hf}.{module}.bias", bias_values)],
+                             f"{_hf}/{module.split('.')[-1]}_bias")
+            return out
 
         # --- self attention
         normed = _rms_norm(g, hidden, g.initializer(f"{hf}.input_layernorm.weight",
-                                                    tensors[gguf_prefix + "attn_norm.weight"]),
+                                                    tensors[f"{hf}.input_layernorm.weight"]),
                            hp.rms_norm_eps, f"{hf}/input_layernorm")
         # 1/sqrt(head_dim) is folded into q_proj (rotary is linear, so the order does not matter).
-        q = linear(normed, weight_t("attn_q.weight", "self_attn.q_proj", query_scale, heads),
-                   f"{hf}/q_proj")
-        k = linear(normed, weight_t("attn_k.weight", "self_attn.k_proj", 1.0, kv_heads), f"{hf}/k_proj")
-        v = linear(normed, weight_t("attn_v.weight", "self_attn.v_proj"), f"{hf}/v_proj")
+        q = linear(normed, "self_attn.q_proj", query_scale)
+        k = linear(normed, "self_attn.k_proj")
+        v = linear(normed, "self_attn.v_proj")
 
         def split_heads(x: str, count: int, name: str) -> str:
             x = g.node("Reshape", [x, g.int64s(0, 0, count, head_dim)], f"{name}/reshape")
@@ -506,27 +900,26 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
         context = g.node("MatMul", [probs, values], f"{hf}/context")  # [batch, kv, group, seq, d]
         context = g.node("Transpose", [context], f"{hf}/context_t", perm=[0, 3, 1, 2, 4])
         context = g.node("Reshape", [context, g.int64s(0, 0, heads * head_dim)], f"{hf}/context_flat")
-        attention = linear(context, weight_t("attn_output.weight", "self_attn.o_proj"), f"{hf}/o_proj")
+        attention = linear(context, "self_attn.o_proj")
         hidden = g.node("Add", [hidden, attention], f"{hf}/attn_residual")
 
         # --- SiLU-gated MLP
         normed = _rms_norm(g, hidden, g.initializer(f"{hf}.post_attention_layernorm.weight",
-                                                    tensors[gguf_prefix + "ffn_norm.weight"]),
+                                                    tensors[f"{hf}.post_attention_layernorm.weight"]),
                            hp.rms_norm_eps, f"{hf}/post_attention_layernorm")
-        gate = linear(normed, weight_t("ffn_gate.weight", "mlp.gate_proj"), f"{hf}/gate_proj")
-        up = linear(normed, weight_t("ffn_up.weight", "mlp.up_proj"), f"{hf}/up_proj")
+        gate = linear(normed, "mlp.gate_proj")
+        up = linear(normed, "mlp.up_proj")
         activated = g.node("Mul", [gate, g.node("Sigmoid", [gate], f"{hf}/sigmoid")], f"{hf}/silu")
-        down = linear(g.node("Mul", [activated, up], f"{hf}/gated"),
-                      weight_t("ffn_down.weight", "mlp.down_proj"), f"{hf}/down_proj")
+        down = linear(g.node("Mul", [activated, up], f"{hf}/gated"), "mlp.down_proj")
         hidden = g.node("Add", [hidden, down], f"{hf}/mlp_residual")
 
-    normed = _rms_norm(g, hidden, g.initializer("model.norm.weight", tensors["output_norm.weight"]),
+    normed = _rms_norm(g, hidden, g.initializer("model.norm.weight", tensors["model.norm.weight"]),
                        hp.rms_norm_eps, "model/norm")
     # Tied embeddings: the lm-head gets its own transposed copy so that the int4 pass can quantize
     # it while the embedding Gather keeps an fp32 table.
-    lm_head_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
-    lm_head = g.initializer("lm_head.weight_t", tensors[lm_head_name].T)
-    g.linear_sources[lm_head] = LinearSource(lm_head_name)
+    lm_head = g.initializer("lm_head.weight_t", lm_head_weight(hp, tensors).T)
+    if "lm_head.weight" in origins:
+        g.linear_sources[lm_head] = origins["lm_head.weight"]
     g.node("MatMul", [normed, lm_head], "lm_head", outputs=["logits"])
 
     graph = helper.make_graph(g.nodes, "frognano_llama_decoder", graph_inputs, graph_outputs,
@@ -536,6 +929,12 @@ def build_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray], metada
     model.ir_version = ONNX_IR_VERSION
     helper.set_model_props(model, metadata)
     return model, g.linear_sources
+
+
+def lm_head_weight(hp: LlamaHParams, tensors: dict[str, np.ndarray]) -> np.ndarray:
+    """The lm-head weight [vocab, hidden]: the embedding table when tied (as transformers ties
+    them, even if a checkpoint also stores lm_head.weight)."""
+    return tensors["model.embed_tokens.weight" if hp.tie_word_embeddings else "lm_head.weight"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -552,15 +951,17 @@ def genai_cache_names(hp: LlamaHParams) -> tuple[list[str], list[str]]:
 
 
 def build_genai_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray],
-                              metadata: dict[str, str]):
+                              metadata: dict[str, str], origins: dict[str, LinearSource] | None = None):
     """Builds the fp32 decoder in onnxruntime-genai's builder layout (see the module docstring).
 
     Mirrors the builder's llama graph for the CPU execution provider and float32 I/O (builder
     0.18.0, `Model.make_model`): names of nodes, initializers and values are the builder's.
+    Takes HF-named tensors in HF order and GGUF origins like build_decoder_model.
     Returns (model, linear_sources); a packed QKV weight's source is a tuple (q, k, v).
     """
     from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
 
+    origins = origins or {}
     heads, kv_heads, head_dim = hp.num_attention_heads, hp.num_key_value_heads, hp.head_dim
     layers = hp.num_hidden_layers
     nodes, initializers = [], []
@@ -589,7 +990,8 @@ def build_genai_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray],
         """A MatMul named like the builder's (`/model/.../MatMul`, weight `model....MatMul.weight`);
         weight is [out, in] (HF order)."""
         weight_name = initializer(name[1:].replace("/", ".") + ".weight", weight.T)
-        linear_sources[weight_name] = source
+        if source is not None and (not isinstance(source, tuple) or None not in source):
+            linear_sources[weight_name] = source
         return node("MatMul", [x, weight_name], [output or f"{name}/output_0"], name)
 
     batch, seq, past, total = ("batch_size", "sequence_length", "past_sequence_length",
@@ -618,7 +1020,7 @@ def build_genai_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray],
     total_seq_len = node("Cast", [total_len], [f"{mask_base}/Gather/Cast/output_0"],
                          f"{mask_base}/Gather/Cast", to=TensorProto.INT32)
 
-    embed = initializer("model.embed_tokens.weight", tensors["token_embd.weight"])
+    embed = initializer("model.embed_tokens.weight", tensors["model.embed_tokens.weight"])
     hidden = node("Gather", [embed, "input_ids"], ["/model/embed_tokens/Gather/output_0"],
                   "/model/embed_tokens/Gather")
 
@@ -627,12 +1029,13 @@ def build_genai_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray],
     cos_cache = initializer("cos_cache", cos_table[:, :head_dim // 2])
     sin_cache = initializer("sin_cache", sin_signed_table[:, head_dim // 2:])
 
-    def layernorm(layer: int, location: str, gguf_name: str, root: str, skip: str | None) -> tuple[str, str]:
+    def layernorm(layer: int, location: str, root: str, skip: str | None) -> tuple[str, str]:
         """RMSNorm of root + skip; returns (normalized, new residual stream). The first one is a
         SimplifiedLayerNormalization; the others are SkipSimplifiedLayerNormalization, which also
         adds the branch output (skip) to the residual stream (its output 3)."""
         base = f"/model/layers.{layer}/{location}_layernorm"
-        weight = initializer(f"model.layers.{layer}.{location}_layernorm.weight", tensors[gguf_name])
+        weight_name = f"model.layers.{layer}.{location}_layernorm.weight"
+        weight = initializer(weight_name, tensors[weight_name])
         if skip is None:
             return node("SimplifiedLayerNormalization", [root, weight], [f"{base}/output_0"],
                         f"{base}/LayerNorm", axis=-1, epsilon=hp.rms_norm_eps, stash_type=1), root
@@ -643,18 +1046,16 @@ def build_genai_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray],
 
     root, skip = hidden, None  # residual stream, and the branch output still to be added to it
     for layer in range(layers):
-        gguf_prefix, base = f"blk.{layer}.", f"/model/layers.{layer}"
+        hf, base = f"model.layers.{layer}.", f"/model/layers.{layer}"
 
         # --- self attention: packed QKV -> GroupQueryAttention (rotary inside) -> o_proj
-        normed, root = layernorm(layer, "input", gguf_prefix + "attn_norm.weight", root, skip)
-        q_source = LinearSource(gguf_prefix + "attn_q.weight", heads)
-        k_source = LinearSource(gguf_prefix + "attn_k.weight", kv_heads)
-        v_source = LinearSource(gguf_prefix + "attn_v.weight")
-        qkv_weight = np.concatenate([
-            gguf_rows_to_rotate_half_rows(tensors[q_source.gguf_name], heads),
-            gguf_rows_to_rotate_half_rows(tensors[k_source.gguf_name], kv_heads),
-            tensors[v_source.gguf_name]], axis=0)
-        qkv = matmul(f"{base}/attn/qkv_proj/MatMul", normed, qkv_weight, (q_source, k_source, v_source))
+        normed, root = layernorm(layer, "input", root, skip)
+        if any(f"{hf}self_attn.{proj}.bias" in tensors for proj in ("q_proj", "k_proj", "v_proj", "o_proj")):
+            raise ConversionError("the genai layout does not support attention biases")
+        qkv_names = [f"{hf}self_attn.{proj}.weight" for proj in ("q_proj", "k_proj", "v_proj")]
+        qkv_weight = np.concatenate([tensors[name] for name in qkv_names], axis=0)
+        qkv = matmul(f"{base}/attn/qkv_proj/MatMul", normed, qkv_weight,
+                     tuple(origins.get(name) for name in qkv_names))
         attention = node(
             "GroupQueryAttention",
             [qkv, "", "", f"past_key_values.{layer}.key", f"past_key_values.{layer}.value", seqlens_k,
@@ -663,30 +1064,30 @@ def build_genai_decoder_model(hp: LlamaHParams, tensors: dict[str, np.ndarray],
             f"{base}/attn/GroupQueryAttention", domain="com.microsoft",
             num_heads=heads, kv_num_heads=kv_heads, scale=float(1.0 / np.sqrt(head_dim)),
             local_window_size=-1, softcap=0.0, do_rotary=1, rotary_interleaved=0)
-        skip = matmul(f"{base}/attn/o_proj/MatMul", attention, tensors[gguf_prefix + "attn_output.weight"],
-                      LinearSource(gguf_prefix + "attn_output.weight"))
+        skip = matmul(f"{base}/attn/o_proj/MatMul", attention, tensors[hf + "self_attn.o_proj.weight"],
+                      origins.get(hf + "self_attn.o_proj.weight"))
 
         # --- SiLU-gated MLP
-        normed, root = layernorm(layer, "post_attention", gguf_prefix + "ffn_norm.weight", root, skip)
-        gate = matmul(f"{base}/mlp/gate_proj/MatMul", normed, tensors[gguf_prefix + "ffn_gate.weight"],
-                      LinearSource(gguf_prefix + "ffn_gate.weight"))
-        up = matmul(f"{base}/mlp/up_proj/MatMul", normed, tensors[gguf_prefix + "ffn_up.weight"],
-                    LinearSource(gguf_prefix + "ffn_up.weight"))
+        normed, root = layernorm(layer, "post_attention", root, skip)
+        gate = matmul(f"{base}/mlp/gate_proj/MatMul", normed, tensors[hf + "mlp.gate_proj.weight"],
+                      origins.get(hf + "mlp.gate_proj.weight"))
+        up = matmul(f"{base}/mlp/up_proj/MatMul", normed, tensors[hf + "mlp.up_proj.weight"],
+                    origins.get(hf + "mlp.up_proj.weight"))
         sigmoid = node("Sigmoid", [gate], [f"{base}/mlp/act_fn/Sigmoid/output_0"],
                        f"{base}/mlp/act_fn/Sigmoid")
         silu = node("Mul", [gate, sigmoid], [f"{base}/mlp/act_fn/Mul/output_0"], f"{base}/mlp/act_fn/Mul")
         gated = node("Mul", [silu, up], [f"{base}/mlp/Mul/output_0"], f"{base}/mlp/Mul")
-        skip = matmul(f"{base}/mlp/down_proj/MatMul", gated, tensors[gguf_prefix + "ffn_down.weight"],
-                      LinearSource(gguf_prefix + "ffn_down.weight"))
+        skip = matmul(f"{base}/mlp/down_proj/MatMul", gated, tensors[hf + "mlp.down_proj.weight"],
+                      origins.get(hf + "mlp.down_proj.weight"))
 
     # Final norm: the last SkipSimplifiedLayerNormalization, without the residual output.
     final_base = f"/model/layers.{layers}/final_norm_layernorm"
     final_weight = initializer(f"model.layers.{layers}.final_norm_layernorm.weight",
-                               tensors["output_norm.weight"])
+                               tensors["model.norm.weight"])
     normed = node("SkipSimplifiedLayerNormalization", [root, skip, final_weight], [f"{final_base}/output_0"],
                   f"{final_base}/SkipLayerNorm", domain="com.microsoft", epsilon=hp.rms_norm_eps)
-    lm_head_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
-    matmul("/lm_head/MatMul", normed, tensors[lm_head_name], LinearSource(lm_head_name), output="logits")
+    matmul("/lm_head/MatMul", normed, lm_head_weight(hp, tensors), origins.get("lm_head.weight"),
+           output="logits")
 
     graph = helper.make_graph(nodes, "main_graph", graph_inputs, graph_outputs, initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", GENAI_ONNX_OPSET),
@@ -1217,6 +1618,7 @@ def _model_configs(hp: LlamaHParams, vocab: GgufVocabulary, precision: str, sour
         "eos_token_id": vocab.eos_id,
         "tie_word_embeddings": hp.tie_word_embeddings,
         "use_cache": True,
+        "dtype": "float32",
         "frognano": {"precision": precision, "source": source.name, "source_sha256": source_sha256},
     }
     generation = {"bos_token_id": vocab.bos_id, "eos_token_id": vocab.eos_id}
@@ -1295,7 +1697,7 @@ def _genai_config(hp: LlamaHParams, vocab: GgufVocabulary, *, bos, eos, position
             },
             "eos_token_id": eos,
             "pad_token_id": vocab.pad_id if vocab.pad_id is not None else vocab.eos_id,
-            "type": "llama",
+            "type": hp.model_type,
             "vocab_size": hp.vocab_size,
         },
         "search": {
@@ -1343,7 +1745,7 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: 
         raise ValueError(f"{len(vocab.tokens)} tokens but vocab_size {hp.vocab_size}")
     log(f"{hp.num_hidden_layers} layers, hidden {hp.hidden_size}, heads {hp.num_attention_heads}/"
         f"{hp.num_key_value_heads}, vocab {hp.vocab_size}; dequantizing")
-    tensors = dequantized_tensors(reader)
+    tensors, origins = gguf_to_hf_tensors(hp, dequantized_tensors(reader))
     tokenizer = tokenizer_json(vocab)
     files: dict[str, int] = {}
     for layout in LAYOUTS:
@@ -1352,11 +1754,11 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: 
         metadata = {"frognano.source": gguf_path.name, "frognano.source_sha256": source_sha256}
         if layout == "optimum":
             log("building the fp32 graph")
-            model, linear_sources = build_decoder_model(hp, tensors, metadata)
+            model, linear_sources = build_decoder_model(hp, tensors, metadata, origins)
         else:
             log("building the fp32 graph (onnxruntime-genai builder layout)")
             metadata["frognano.layout"] = layout
-            model, linear_sources = build_genai_decoder_model(hp, tensors, metadata)
+            model, linear_sources = build_genai_decoder_model(hp, tensors, metadata, origins)
         # fp32 first: the int4 pass rewrites the same ModelProto in place.
         for precision in ("fp32", "int4"):
             if precision not in precisions:
@@ -1381,9 +1783,10 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: 
                 configs["config.json"]["frognano"]["int4_method"] = int4_method
             configs["tokenizer.json"] = tokenizer
             for name, content in configs.items():
-                (folder / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n",
-                                           encoding="utf-8")
-                written.append(folder / name)
+                written.append(_write_json(folder / name, content))
+            if layout == "optimum" and precision == "fp32":
+                # The fp32 folder doubles as a HF checkpoint (config.json is a LlamaConfig).
+                written.append(write_hf_safetensors(folder / HF_WEIGHT_FILE, hp, tensors))
             for path in written:
                 files[str(path)] = path.stat().st_size
             onnx_bytes = sum(path.stat().st_size for path in written if path.name.startswith("model.onnx"))
@@ -1395,6 +1798,204 @@ def convert(gguf_path: Path, out_dir: Path, precisions: list[str], int4_method: 
             "precisions": [p for p in ("fp32", "int4") if p in precisions],
             "int4_method": int4_method if "int4" in precisions else None, "files": files,
             "seconds": round(time.perf_counter() - started, 2)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Hugging Face checkpoints -> model folders (from-hf, export_onnx)
+# ----------------------------------------------------------------------------------------------
+
+
+def _write_json(path: Path, content) -> Path:
+    path.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def write_hf_safetensors(path: Path, hp: LlamaHParams, tensors: dict[str, np.ndarray]) -> Path:
+    """model.safetensors of a fp32 folder: the HF-named, HF-order fp32 tensors the graph was built
+    from (lm_head.weight only when the embeddings are untied), loadable by transformers."""
+    return write_safetensors(path, {name: tensors[name] for name in hf_tensor_shapes(hp)})
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The special token ids _genai_config reads (duck-typing GgufVocabulary's)."""
+
+    bos_id: int | None
+    eos_id: int | None
+    pad_id: int | None
+
+
+def _first_id(value) -> int | None:
+    if isinstance(value, list):
+        return int(value[0]) if value else None
+    return None if value is None else int(value)
+
+
+def _hf_folder_configs(config: dict, hp: LlamaHParams, precision: str, generation: dict,
+                       source: dict) -> dict[str, dict]:
+    """config.json (the checkpoint's, normalised: head_dim, fp32, our context length and the
+    "frognano" block), generation_config.json and genai_config.json of a model folder."""
+    out = {key: value for key, value in config.items()
+           if key not in ("quantization_config", "torch_dtype", "_name_or_path", "frognano")}
+    out.update({"architectures": [HF_ARCHITECTURES[hp.model_type]], "model_type": hp.model_type,
+                "num_key_value_heads": hp.num_key_value_heads, "head_dim": hp.head_dim,
+                "max_position_embeddings": hp.max_position_embeddings,
+                "tie_word_embeddings": hp.tie_word_embeddings, "use_cache": True, "dtype": "float32",
+                "frognano": {"precision": precision, **source}})
+    eos = generation.get("eos_token_id", config.get("eos_token_id"))
+    pad = _first_id(generation.get("pad_token_id", config.get("pad_token_id")))
+    ids = SpecialIds(_first_id(generation.get("bos_token_id", config.get("bos_token_id"))),
+                     _first_id(eos), pad)
+    eos_list = eos if isinstance(eos, list) else ([] if eos is None else [eos])
+    genai = _genai_config(hp, ids, bos=ids.bos_id, eos=eos_list, position_ids=True,
+                          share_buffer=False, top_k=1)
+    return {"config.json": out, "generation_config.json": generation, "genai_config.json": genai}
+
+
+def _tokenizer_sources(tokenizer_from: Path | None, fallback_folders: list[Path]) -> list[Path]:
+    """The tokenizer files to copy into a model folder: from tokenizer_from (both of
+    TOKENIZER_FILES required), else from an existing folder being replaced."""
+    if tokenizer_from is None:
+        folder = next((f for f in fallback_folders if all((f / n).is_file() for n in TOKENIZER_FILES)),
+                      None)
+        if folder is None:
+            raise ConversionError("no tokenizer: pass tokenizer_from (a folder with "
+                                  f"{' and '.join(TOKENIZER_FILES)})")
+    else:
+        folder = Path(tokenizer_from)
+        for name in TOKENIZER_FILES:
+            if not (folder / name).is_file():
+                raise ConversionError(f"{folder} has no {name} (a model folder needs "
+                                      f"{' and '.join(TOKENIZER_FILES)})")
+    return [folder / name for name in TOKENIZER_FILES + OPTIONAL_TOKENIZER_FILES
+            if (folder / name).is_file()]
+
+
+def _generation_config(config: dict, tokenizer_from: Path | None) -> dict:
+    """The checkpoint's generation_config.json if it has one, else the config's special ids."""
+    path = None if tokenizer_from is None else Path(tokenizer_from) / "generation_config.json"
+    if path is not None and path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    return {key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id")
+            if config.get(key) is not None}
+
+
+def _land_folder(staging: Path, final: Path) -> None:
+    """Moves a completed staging folder onto final, replacing what was there."""
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        if old.exists():
+            shutil.rmtree(old)
+        final.rename(old)
+        staging.rename(final)
+        shutil.rmtree(old)
+    else:
+        staging.rename(final)
+
+
+def export_onnx(config: dict, tensors: dict[str, np.ndarray], out_dir: Path,
+                precisions=("fp32",), tokenizer_from: Path | None = None,
+                write_safetensors: bool = True, source: dict | None = None) -> dict:
+    """Writes HF-named tensors as model folders out_dir/<precision> (see the module docstring).
+
+    config: a HF config.json as a dict (llama, qwen2, mistral); tensors: HF names -> arrays
+    ([out, in] as in the checkpoint; any float dtype, converted to fp32); tokenizer_from: a
+    folder with tokenizer.json and tokenizer_config.json (None: keep those of the folder being
+    replaced); source: extra keys for config.json's "frognano" block. Each folder is built beside
+    its target and renamed into place. Returns a summary (folders, files, seconds).
+
+    Speed: fp32 weights are streamed straight into model.onnx.data (GraphBuilder with a data
+    file), so the fp32 folder costs about one write of the weights plus one for
+    model.safetensors. SmolLM2-135M-Instruct, fp32 with model.safetensors, measured on 2 shared
+    CPU cores: 1.9-2.8 s (about 1.5 s writing 1.2 GB, 0.7 s transposing the weights, 0.4 s
+    deleting the replaced folder); 1.35 s without model.safetensors. int4 adds about 10 s
+    (MatMulNBitsQuantizer).
+    """
+    from onnx import save_model  # noqa: PLC0415
+
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    precisions = list(precisions)
+    if not precisions or set(precisions) - {"fp32", "int4"}:
+        raise ValueError(f"precisions must be a non-empty subset of fp32,int4 (got {precisions})")
+    hp = hparams_from_hf_config(config)
+    hf = checked_hf_tensors(hp, tensors)
+    tokenizer_files = _tokenizer_sources(tokenizer_from, [out_dir / p for p in ("fp32", "int4")])
+    generation = _generation_config(config, tokenizer_from)
+    source = dict(source or {"source": "export_onnx"})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[str, int] = {}
+    folders: dict[str, str] = {}
+    for precision in ("fp32", "int4"):
+        if precision not in precisions:
+            continue
+        final = out_dir / precision
+        staging = out_dir / f".{precision}.partial-{os.getpid()}"
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir()
+        metadata = {"frognano.source": str(source.get("source", "")), "frognano.precision": precision}
+        written = [staging / "model.onnx", staging / "model.onnx.data"]
+        if precision == "fp32":
+            with open(staging / "model.onnx.data", "wb") as data_file:
+                model, _ = build_decoder_model(hp, hf, metadata, data_file=data_file)
+            save_model(model, staging / "model.onnx")
+            if write_safetensors:
+                written.append(write_hf_safetensors(staging / HF_WEIGHT_FILE, hp, hf))
+        else:
+            model, _ = build_decoder_model(hp, hf, metadata)
+            model = quantize_int4_rtn(model)
+            _set_model_prop(model, "frognano.int4_method", "rtn")
+            save_onnx(model, staging / "model.onnx")
+        del model
+        folder_source = dict(source, int4_method="rtn") if precision == "int4" else source
+        for name, content in _hf_folder_configs(config, hp, precision, generation, folder_source).items():
+            written.append(_write_json(staging / name, content))
+        for path in tokenizer_files:
+            shutil.copyfile(path, staging / path.name)
+            written.append(staging / path.name)
+        sizes = {path.name: path.stat().st_size for path in written}
+        _land_folder(staging, final)
+        files.update({str(final / name): size for name, size in sizes.items()})
+        folders[precision] = str(final)
+        log(f"wrote {final} (model.onnx {(sizes['model.onnx'] + sizes['model.onnx.data']) / 1e6:.1f} MB)")
+    return {"out": str(out_dir), "folders": folders, "precisions": list(folders),
+            "model_type": hp.model_type, "files": files,
+            "seconds": round(time.perf_counter() - started, 2)}
+
+
+def from_hf(checkpoint: Path, out_dir: Path, precisions: list[str]) -> dict:
+    """Converts a HF checkpoint folder (config.json, safetensors weights, tokenizer files) into
+    model folders out_dir/fp32 and/or out_dir/int4 (int4: MatMulNBitsQuantizer, method rtn)."""
+    started = time.perf_counter()
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_dir():
+        raise ConversionError(f"{checkpoint} is not a folder")
+    config_path = checkpoint / "config.json"
+    if not config_path.is_file():
+        raise ConversionError(f"{checkpoint} has no config.json (not a Hugging Face checkpoint)")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConversionError(f"{config_path} is not valid JSON: {error}") from None
+    hp = hparams_from_hf_config(config)  # fail on the config before reading any weights
+    _tokenizer_sources(checkpoint, [])
+    log(f"reading {checkpoint} ({hp.model_type}: {hp.num_hidden_layers} layers, hidden "
+        f"{hp.hidden_size}, heads {hp.num_attention_heads}/{hp.num_key_value_heads}, vocab {hp.vocab_size})")
+    tensors = read_checkpoint_tensors(checkpoint)
+    if (checkpoint / HF_WEIGHT_FILE).is_file():
+        weight_files = [checkpoint / HF_WEIGHT_FILE]
+    else:
+        index = json.loads((checkpoint / HF_INDEX_FILE).read_text(encoding="utf-8"))
+        weight_files = sorted({checkpoint / name for name in index["weight_map"].values()})
+    digests = [sha256_of_file(path) for path in weight_files]
+    source_sha256 = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    source = {"source": checkpoint.name, "source_format": "huggingface", "source_sha256": source_sha256}
+    summary = export_onnx(config, tensors, out_dir, precisions, tokenizer_from=checkpoint, source=source)
+    summary.update({"command": "from-hf", "checkpoint": str(checkpoint),
+                    "seconds": round(time.perf_counter() - started, 2)})
+    return summary
+
 
 
 def _set_model_prop(model, key: str, value: str) -> None:
@@ -1486,6 +2087,100 @@ class ReferenceLlama:
             x = x + (gate / (1.0 + np.exp(-gate)) * up) @ self._weight(p + "ffn_down.weight").T
         x = self._rms_norm(x, "output_norm.weight")
         head_name = "output.weight" if "output.weight" in self.weights else "token_embd.weight"
+        return (x @ self._weight(head_name).T).astype(np.float32)
+
+
+class ReferenceHF:
+    """Float64 forward pass over a Hugging Face checkpoint (config.json + safetensors), written
+    from transformers' modeling_llama / modeling_qwen2 semantics, sharing no graph or weight code
+    with the converter: Q/K rows in HF order, rotate_half rotary (x[i] with x[i + d/2]) at
+    inverse frequencies computed here one by one (incl. "linear" and "llama3" scaling), optional
+    q/k/v/o biases, repeat_kv grouping, untied lm_head when the config says so.
+    """
+
+    def __init__(self, checkpoint: Path):
+        config = json.loads((Path(checkpoint) / "config.json").read_text(encoding="utf-8"))
+        self.layers = int(config["num_hidden_layers"])
+        self.heads = int(config["num_attention_heads"])
+        self.kv_heads = int(config.get("num_key_value_heads") or self.heads)
+        self.head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // self.heads)
+        self.eps = float(config.get("rms_norm_eps", 1e-6))
+        self.tied = bool(config.get("tie_word_embeddings", False))
+        theta, scaling = _rope_scaling_of(config)
+        self.inverse_frequency = np.array([self._inverse_frequency(i, theta, scaling)
+                                           for i in range(self.head_dim // 2)])
+        self.weights = read_checkpoint_tensors(Path(checkpoint))
+
+    def _inverse_frequency(self, index: int, theta: float, scaling: dict | None) -> float:
+        frequency = 1.0 / theta ** (2.0 * index / self.head_dim)
+        if scaling is None:
+            return frequency
+        if scaling["rope_type"] == "linear":
+            return frequency / scaling["factor"]
+        # llama3: keep short wavelengths, divide long ones by factor, interpolate in between.
+        wavelength = 2.0 * math.pi / frequency
+        old = scaling["original_max_position_embeddings"]
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        if wavelength < old / high:
+            return frequency
+        if wavelength > old / low:
+            return frequency / scaling["factor"]
+        smooth = (old / wavelength - low) / (high - low)
+        return (1.0 - smooth) * frequency / scaling["factor"] + smooth * frequency
+
+    def _weight(self, name: str) -> np.ndarray:
+        return np.asarray(self.weights[name], dtype=np.float64)
+
+    def _linear(self, x: np.ndarray, module: str) -> np.ndarray:
+        out = x @ self._weight(module + ".weight").T
+        if module + ".bias" in self.weights:
+            out = out + self._weight(module + ".bias")
+        return out
+
+    def _rms_norm(self, x: np.ndarray, weight_name: str) -> np.ndarray:
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * self._weight(weight_name)
+
+    def _rotate_half_rope(self, x: np.ndarray) -> np.ndarray:
+        """x: [rows, seq, heads, head_dim]; positions 0..seq-1."""
+        angles = np.arange(x.shape[1], dtype=np.float64)[:, None] * self.inverse_frequency
+        angles = np.concatenate([angles, angles], axis=-1)
+        cos, sin = np.cos(angles)[None, :, None, :], np.sin(angles)[None, :, None, :]
+        half = self.head_dim // 2
+        rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+        return x * cos + rotated * sin
+
+    def logits(self, rows: list[list[int]]) -> np.ndarray:
+        """Logits [rows, seq, vocab] (float32); all rows must have the same length, no padding."""
+        if len({len(r) for r in rows}) != 1:
+            raise ValueError("reference rows must all have the same length")
+        ids = np.asarray(rows, dtype=np.int64)
+        count, seq = ids.shape
+        x = self._weight("model.embed_tokens.weight")[ids]
+        group = self.heads // self.kv_heads
+        future = np.triu(np.ones((seq, seq), dtype=bool), k=1)
+        for layer in range(self.layers):
+            p = f"model.layers.{layer}."
+            h = self._rms_norm(x, p + "input_layernorm.weight")
+            q = self._linear(h, p + "self_attn.q_proj").reshape(count, seq, self.heads, self.head_dim)
+            k = self._linear(h, p + "self_attn.k_proj").reshape(count, seq, self.kv_heads, self.head_dim)
+            v = self._linear(h, p + "self_attn.v_proj").reshape(count, seq, self.kv_heads, self.head_dim)
+            q, k = self._rotate_half_rope(q), self._rotate_half_rope(k)
+            attended = np.empty_like(q)
+            for head in range(self.heads):
+                kv = head // group
+                scores = np.einsum("rsd,rtd->rst", q[:, :, head], k[:, :, kv]) / math.sqrt(self.head_dim)
+                scores[:, future] = -np.inf
+                scores -= scores.max(axis=-1, keepdims=True)
+                probs = np.exp(scores)
+                probs /= probs.sum(axis=-1, keepdims=True)
+                attended[:, :, head] = np.einsum("rst,rtd->rsd", probs, v[:, :, kv])
+            x = x + self._linear(attended.reshape(count, seq, -1), p + "self_attn.o_proj")
+            h = self._rms_norm(x, p + "post_attention_layernorm.weight")
+            gate = self._linear(h, p + "mlp.gate_proj")
+            up = self._linear(h, p + "mlp.up_proj")
+            x = x + self._linear(gate / (1.0 + np.exp(-gate)) * up, p + "mlp.down_proj")
+        x = self._rms_norm(x, "model.norm.weight")
+        head_name = "model.embed_tokens.weight" if self.tied else "lm_head.weight"
         return (x @ self._weight(head_name).T).astype(np.float32)
 
 
@@ -1614,17 +2309,31 @@ def _decode_rest(decoder: OnnxDecoder, ids: np.ndarray, start: int, past,
     return np.concatenate(logits, axis=0)
 
 
-def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
-              decode_steps: int) -> dict:
-    """Compares the ONNX model in model_dir with the numpy reference; see the tolerances above."""
+def _check_rows(model_dir: Path, vocab_size: int) -> list[list[int]]:
+    """The built-in check prompts through the folder's tokenizer; fixed pseudo-random ids when
+    the small byte-level BPE tokenizer cannot read it (other tokenizer families)."""
+    try:
+        return default_check_rows(ByteLevelBpeTokenizer.from_file(model_dir / "tokenizer.json"))
+    except (KeyError, ValueError, TypeError) as error:
+        log(f"cannot encode the check prompts with the built-in tokenizer ({type(error).__name__}); "
+            "using fixed pseudo-random token ids")
+        rng = np.random.default_rng(0)
+        return [rng.integers(0, vocab_size, size=length).tolist() for length in (29, 17, 8)]
+
+
+def run_check(gguf_path: Path | None, model_dir: Path, rows: list[list[int]] | None,
+              decode_steps: int, checkpoint: Path | None = None) -> dict:
+    """Compares the ONNX model in model_dir with the numpy reference over the GGUF's weights
+    (ReferenceLlama), or over a HF checkpoint's (ReferenceHF, when checkpoint is given); see the
+    tolerances above."""
     started = time.perf_counter()
     decoder = OnnxDecoder(model_dir)
     precision = decoder.config.get("frognano", {}).get("precision", "fp32")
-    pad_id = decoder.config.get("pad_token_id", decoder.config.get("eos_token_id", 0))
+    pad_id = _first_id(decoder.config.get("pad_token_id", decoder.config.get("eos_token_id"))) or 0
     if rows is None:
-        rows = default_check_rows(ByteLevelBpeTokenizer.from_file(model_dir / "tokenizer.json"))
+        rows = _check_rows(model_dir, int(decoder.config["vocab_size"]))
     log(f"checking {model_dir} ({precision}) on {len(rows)} rows of lengths {[len(r) for r in rows]}")
-    reference = ReferenceLlama(gguf_path)
+    reference = ReferenceHF(checkpoint) if checkpoint is not None else ReferenceLlama(gguf_path)
 
     vs_reference = Comparison()      # every ONNX logit we compute, against the reference
     cached_vs_full = Comparison()    # KV-cached decoding against full recomputation (ONNX)
@@ -1741,6 +2450,7 @@ def run_check(gguf_path: Path, model_dir: Path, rows: list[list[int]] | None,
 
     summary = {
         "command": "check", "model_dir": str(model_dir), "layout": decoder.layout, "precision": precision,
+        "reference": "huggingface" if checkpoint is not None else "gguf",
         "int4_method": int4_method,
         "row_lengths": [len(r) for r in rows], "logit_scale": round(logit_scale, 4),
         "vs_reference": summary_ref, "reference_tolerance": round(reference_tol, 6),
@@ -1946,13 +2656,27 @@ def main(argv: list[str] | None = None) -> int:
     tiny_cmd.add_argument("--layout", default="all",
                           help="optimum, genai or all (default: all four folders)")
 
+    from_hf_cmd = commands.add_parser("from-hf", help="Hugging Face checkpoint -> ONNX model folders")
+    from_hf_cmd.add_argument("--checkpoint", type=Path, required=True,
+                             help="folder with config.json, model.safetensors (or a sharded "
+                                  "model.safetensors.index.json), tokenizer.json, tokenizer_config.json")
+    from_hf_cmd.add_argument("--out", type=Path, required=True)
+    from_hf_cmd.add_argument("--precisions", "--precision", default="fp32,int4",
+                             help="comma list of fp32,int4 (int4: MatMulNBitsQuantizer, rtn)")
+
     reference_cmd = commands.add_parser("reference", help="numpy reference logits")
-    reference_cmd.add_argument("--gguf", type=Path, required=True)
+    reference_source = reference_cmd.add_mutually_exclusive_group(required=True)
+    reference_source.add_argument("--gguf", type=Path)
+    reference_source.add_argument("--checkpoint", type=Path, help="a Hugging Face checkpoint folder")
     reference_cmd.add_argument("--ids", required=True, help="rows of equal length: 1,2,3;4,5,6")
     reference_cmd.add_argument("--out", type=Path, help="save logits [rows, seq, vocab] as .npy")
 
     check_cmd = commands.add_parser("check", help="compare an ONNX folder with the reference")
-    check_cmd.add_argument("--gguf", type=Path, required=True)
+    check_source = check_cmd.add_mutually_exclusive_group(required=True)
+    check_source.add_argument("--gguf", type=Path, help="reference over this GGUF's weights")
+    check_source.add_argument("--checkpoint", type=Path,
+                              help="reference over this Hugging Face checkpoint's weights (a "
+                                   "from-hf source, or a fp32 folder with model.safetensors)")
     check_cmd.add_argument("--model-dir", type=Path, required=True)
     check_cmd.add_argument("--ids", help="rows (any lengths): 1,2,3;4,5; default: built-in prompts")
     check_cmd.add_argument("--decode-steps", type=int, default=4)
@@ -1965,15 +2689,34 @@ def main(argv: list[str] | None = None) -> int:
     generate_cmd.add_argument("--max-new", type=int, default=40)
 
     args = parser.parse_args(argv)
+    try:
+        summary, exit_code = _run_command(args)
+    except (ValueError, OSError) as error:
+        # One line, no traceback: bad checkpoints and arguments are the caller's to fix.
+        message = str(error).replace("\n", " ")
+        print(f"[frognano_models] error: {message}", file=sys.stderr, flush=True)
+        return 2
+    print(json.dumps(summary))
+    return exit_code
+
+
+def _split_precisions(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _run_command(args) -> tuple[dict, int]:
     exit_code = 0
-    if args.command == "convert":
+    if args.command == "from-hf":
+        summary = from_hf(args.checkpoint, args.out, _split_precisions(args.precisions))
+    elif args.command == "convert":
         summary = convert(args.gguf, args.out, [p.strip() for p in args.precision.split(",") if p.strip()],
                           args.int4_method, parse_layouts(args.layout))
     elif args.command == "tiny":
         summary = make_tiny(args.out, args.seed, args.int4_method, parse_layouts(args.layout))
     elif args.command == "reference":
         started = time.perf_counter()
-        logits = ReferenceLlama(args.gguf).logits(parse_rows(args.ids))
+        reference = ReferenceHF(args.checkpoint) if args.checkpoint else ReferenceLlama(args.gguf)
+        logits = reference.logits(parse_rows(args.ids))
         if args.out:
             np.save(args.out, logits)
         summary = {"command": "reference", "shape": list(logits.shape),
@@ -1982,7 +2725,7 @@ def main(argv: list[str] | None = None) -> int:
                    "seconds": round(time.perf_counter() - started, 2)}
     elif args.command == "check":
         summary = run_check(args.gguf, args.model_dir, parse_rows(args.ids) if args.ids else None,
-                            args.decode_steps)
+                            args.decode_steps, checkpoint=args.checkpoint)
         exit_code = 0 if summary["ok"] else 1
     else:
         started = time.perf_counter()
@@ -2002,8 +2745,7 @@ def main(argv: list[str] | None = None) -> int:
         generated = greedy_generate(decoder, prompt_ids, args.max_new, stop_ids)
         summary = {"command": "generate", "prompt_tokens": len(prompt_ids), "ids": generated,
                    "text": tokenizer.decode(generated), "seconds": round(time.perf_counter() - started, 2)}
-    print(json.dumps(summary))
-    return exit_code
+    return summary, exit_code
 
 
 if __name__ == "__main__":

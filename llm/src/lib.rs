@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod assets;
 pub mod bench;
+pub mod checkpoint;
 pub mod error;
 pub mod generate;
 pub mod model;
@@ -20,6 +21,7 @@ pub mod sampling;
 pub mod tokenizer;
 
 pub use agent::{DEFAULT_SYSTEM_PROMPT, OnnxPolicy, OnnxPolicyConfig};
+pub use checkpoint::convert_checkpoint;
 pub use error::{InferenceError, Result};
 pub use generate::{FinishReason, Generation, GenerationOptions, GenerationTiming, generate};
 pub use model::{DecoderModel, KvCache, ModelConfig, ModelOptions, StepInput};

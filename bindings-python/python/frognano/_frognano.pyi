@@ -548,6 +548,12 @@ def fetch_model(name: str, progress: Optional[Callable[[str], None]] = None) -> 
     or the model folder of "NAME:PRECISION"."""
 def known_models() -> List[str]: ...
 def _converter_script() -> str: ...
+def convert_checkpoint(
+    checkpoint: _Path,
+    out: _Path,
+    precisions: Optional[Sequence[str]] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Dict[str, Any]: ...
 def setup_inference(progress: Optional[Callable[[str], None]] = None) -> Dict[str, str]:
     """Installs the inference environment; returns dir, python and runtime_library."""
 def make_tiny_model(
