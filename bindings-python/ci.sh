@@ -10,6 +10,16 @@ trap 'rm -rf "$work"' EXIT
 maturin build -q -m bindings-python/Cargo.toml -o "$work/dist"
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work"/dist/frognano-*.whl pytest
+# With the learner environment given (FROGNANO_LEARNER_ENV), its packages (torch, transformers,
+# numpy, ...: the frognano[torch] extra) are visible to this venv through a .pth file instead of
+# being installed again, so the language-model tests run against the installed package.
+if [ -n "${FROGNANO_LEARNER_ENV:-}" ]; then
+  learner_site="$("$FROGNANO_LEARNER_ENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  venv_site="$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$learner_site" > "$venv_site/frognano-learner-env.pth"
+else
+  "$work/venv/bin/python" -m pip install -q --disable-pip-version-check numpy
+fi
 # The stubs (frognano/_frognano.pyi) must describe the native module as it is.
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "mypy==2.4.1"
 (cd "$work" && "$work/venv/bin/python" -m mypy.stubtest frognano._frognano)
@@ -17,7 +27,8 @@ python3 -m venv "$work/venv"
 # `cargo build --workspace`) and compares the three reports.
 target="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)"
 export FROGNANO_CLI="$target/debug/frognano" FROGNANO_C_LIBRARY="$target/debug/libfrognano.so"
-(cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider)
+# tests/learner runs on its own in the learner environment (scripts/test.sh).
+(cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider --ignore=tests/learner)
 "$work/venv/bin/python" examples/python/run_tests.py | tail -1
 "$work/venv/bin/python" examples/python/agent_loop.py | tail -2
 "$work/venv/bin/python" examples/python/synth_tasks.py | tail -2

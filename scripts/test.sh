@@ -14,10 +14,15 @@ echo "== frognano setup (fetches, verifies, compiles and snapshots the runtime o
 "$bin/frognano" setup --all-images
 echo "== frognano models setup (inference environment: pinned, hash-checked Python packages and ONNX Runtime)"
 "$bin/frognano" models setup
+echo "== frognano models setup --learner (the PyTorch learner's environment: torch, transformers, peft; pinned, hash-checked, about 3 GB, cached)"
+learner_env="$("$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p')"
+test -x "$learner_env/bin/python"
 echo "== cargo test"
 cargo test --workspace
+echo "== PyTorch learner: its tests in the learner environment"
+"$learner_env/bin/python" -m pytest bindings-python/tests/learner -q -p no:cacheprovider
 echo "== Python package: wheel into a fresh virtualenv, tests against the installed package"
-bash bindings-python/ci.sh
+FROGNANO_LEARNER_ENV="$learner_env" bash bindings-python/ci.sh
 echo "== C library: header check, example natively, under valgrind and with AddressSanitizer"
 bash bindings-c/ci.sh
 echo "== examples"
@@ -52,4 +57,4 @@ test "$before" = "$after" || { echo "frognano agent changed the repository witho
 "$bin/frognano" models fetch smollm2-135m
 "$bin/frognano" models check smollm2-135m
 expect "def " "$bin/frognano" generate --prompt "Write a Python function that reverses a string." --max-new-tokens 40
-"$bin/frognano" bench policy --rounds 1 --repeats 1 --prompt-tokens 32 --new-tokens 8 --batch-sizes 1,2
+# Benchmarks (bench policy, bench learner) are measurements, run by hand: see the README.

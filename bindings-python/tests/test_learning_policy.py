@@ -1,0 +1,47 @@
+"""A language model trained by the Rust GrpoTrainer through the drop-in learner path:
+LearningOnnxPolicy (OnnxPolicy rollouts, TorchLearner updates, ONNX hand-back) on the tiny
+model. Needs the frognano[torch] extra (torch, transformers, safetensors); skipped without."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import frognano  # noqa: E402
+from frognano.torch_learner import LearningOnnxPolicy  # noqa: E402
+
+TASKS = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "sample.jsonl"
+
+
+def test_grpo_trainer_trains_a_language_model_and_hands_its_weights_back(tmp_path):
+    torch.set_num_threads(2)
+    fp32 = frognano.make_tiny_model(tmp_path / "tiny", seed=0, progress=lambda message: None)
+    policy = LearningOnnxPolicy(fp32, {"learning_rate": 1e-3, "seed": 0}, work_dir=tmp_path / "work",
+                                generation={"max_new_tokens": 8, "temperature": 1.0})
+    tasks = frognano.load_tasks(TASKS)[:1]
+    trainer = frognano.GrpoTrainer(None, policy, tasks, tasks_per_iteration=1, group_size=2,
+                                   drop_zero_variance=False, max_steps=2)
+    metrics = trainer.iterate()
+    stats = metrics["extra"]["learner"]
+    assert math.isfinite(stats["loss"]) and stats["handback_s"] > 0, stats
+    assert policy.updates == 1
+    assert (policy.weights / "model.onnx").is_file()
+    assert Path(policy.policy.path) == policy.weights
+    # The policy now runs the learner's weights: its rollout log-probs are the learner's.
+    batch = trainer.last_batch
+    arrays = frognano.token_batch(batch)
+    recomputed = policy.learner.logprobs(arrays)
+    outputs = policy.act([{"task_id": "t", "initial": {"text": "fix add()"}, "history": []}])
+    assert outputs[0]["prompt_ids"]
+    # A checkpoint restores the same weights after another update.
+    state = policy.state()
+    json.dumps(state)
+    saved = (policy.weights / "model.onnx.data").read_bytes()
+    trainer.iterate()
+    policy.load_state(state)
+    assert (policy.weights / "model.onnx.data").read_bytes() == saved
+    assert recomputed.shape == arrays["rollout_logprobs"].shape
