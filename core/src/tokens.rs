@@ -310,7 +310,11 @@ impl TokenBatch {
         finite("advantages", &self.advantages)?;
         finite("step_advantages", &self.step_advantages)?;
         finite("rewards", &self.rewards)?;
-        if let Some(i) = self.temperatures.iter().position(|t| !(*t > 0.0)) {
+        if let Some(i) = self
+            .temperatures
+            .iter()
+            .position(|t| !t.is_finite() || *t <= 0.0)
+        {
             return Err(invalid(format!(
                 "temperatures[{i}] is {} (must be positive)",
                 self.temperatures[i]
@@ -611,7 +615,8 @@ mod tests {
 
     #[test]
     fn batches_a_token_learner_cannot_use_are_refused_with_the_reason() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut TrainingBatch)>)> = vec![
+        type Spoil = Box<dyn Fn(&mut TrainingBatch)>;
+        let cases: Vec<(&str, Spoil)> = vec![
             (
                 "without the prompt ids",
                 Box::new(|b| b.trajectories[0].steps[0].prompt_ids = None),

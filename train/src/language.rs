@@ -98,9 +98,8 @@ impl LanguageModelConfig {
     /// The fp32 model folder training starts from (fetched and converted on first use for a
     /// known model name).
     pub fn start_folder(&self, progress: assets::Progress<'_>) -> Result<PathBuf> {
-        let spec = if Path::new(&self.model).exists() {
-            self.model.clone()
-        } else if self.model.contains(':') {
+        // A folder or `name:precision` as given; a bare name means its fp32 folder.
+        let spec = if Path::new(&self.model).exists() || self.model.contains(':') {
             self.model.clone()
         } else {
             format!("{}:fp32", self.model)

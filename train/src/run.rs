@@ -594,7 +594,7 @@ pub enum PolicyEvaluator {
     /// weights the rollouts run now (untrained: on the starting weights).
     Language {
         /// The job's language-model settings.
-        config: LanguageModelConfig,
+        config: Box<LanguageModelConfig>,
         /// The folder training started from.
         start: PathBuf,
         /// The folder the rollouts run now.
@@ -652,7 +652,7 @@ impl PolicyEvaluator {
                 Ok((
                     Box::new(policy),
                     PolicyEvaluator::Language {
-                        config: language,
+                        config: Box::new(language),
                         start,
                         weights,
                     },

@@ -56,7 +56,9 @@ fn the_learner_and_onnx_runtime_agree_before_and_after_an_update() {
         "{}",
         figures.negative_logprob_change
     );
-    let ratio = figures.int4_ratio.expect("the tiny model has an int4 folder");
+    let ratio = figures
+        .int4_ratio
+        .expect("the tiny model has an int4 folder");
     assert_eq!(ratio.tokens, 64);
     assert!(ratio.mean.is_finite() && ratio.p50 > 0.0);
 }
@@ -79,8 +81,8 @@ fn bad_settings_bad_batches_and_failed_requests_are_clear_errors() {
     assert!(err.to_string().contains("learning_rat"), "{err}");
     assert_eq!(err.kind(), ErrorKind::Config);
 
-    let mut learner = LearnerProcess::start(None, &model, &settings(json!({})), &quiet)
-        .expect("learner");
+    let mut learner =
+        LearnerProcess::start(None, &model, &settings(json!({})), &quiet).expect("learner");
     let missing = learner
         .request(json!({"op": "learn", "batch": "/nonexistent/batch.safetensors"}))
         .expect_err("no such batch");
@@ -92,7 +94,10 @@ fn bad_settings_bad_batches_and_failed_requests_are_clear_errors() {
     let refused = learner
         .request(json!({"op": "learn", "batch": garbage}))
         .expect_err("garbage");
-    assert!(matches!(&refused, TrainError::Learner { kind, .. } if kind == "batch"), "{refused}");
+    assert!(
+        matches!(&refused, TrainError::Learner { kind, .. } if kind == "batch"),
+        "{refused}"
+    );
     // The process is still serving.
     let info = learner
         .request(json!({"op": "save", "path": dir.path().join("state.pt")}))
@@ -116,15 +121,18 @@ fn a_policy_checkpoint_restores_the_same_weights() {
     let quiet = |_: &str| {};
     let mut policy =
         LanguageModelPolicy::new(&config, &model, work.path(), &quiet).expect("policy");
-    let contexts = vec![frognano_core::PolicyContext {
-        task_id: "t".into(),
-        initial: frognano_core::Observation {
-            text: "Problem: fix add() in calc.py".into(),
-            is_error: false,
-            test_run: None,
-        },
-        history: Vec::new(),
-    }; 2];
+    let contexts = vec![
+        frognano_core::PolicyContext {
+            task_id: "t".into(),
+            initial: frognano_core::Observation {
+                text: "Problem: fix add() in calc.py".into(),
+                is_error: false,
+                test_run: None,
+            },
+            history: Vec::new(),
+        };
+        2
+    ];
     use frognano_core::Policy;
     let outputs = policy.act(&contexts).expect("act");
     let batch = frognano_core::TrainingBatch {
@@ -155,7 +163,10 @@ fn a_policy_checkpoint_restores_the_same_weights() {
     };
     assert!(TokenBatch::from_batch(&batch).is_ok());
     let stats = policy.learn(&batch).expect("learn");
-    assert!(stats["loss"].is_number() && stats["handback_s"].is_number(), "{stats:?}");
+    assert!(
+        stats["loss"].is_number() && stats["handback_s"].is_number(),
+        "{stats:?}"
+    );
     let state = policy.state().expect("state");
     let weights = |dir: PathBuf| std::fs::read(dir.join("model.onnx.data")).expect("weights");
     let saved = weights(policy.weights().lock().expect("lock").clone());
@@ -165,7 +176,10 @@ fn a_policy_checkpoint_restores_the_same_weights() {
     assert_ne!(moved, saved);
     policy.load_state(&state).expect("load");
     let restored = weights(policy.weights().lock().expect("lock").clone());
-    assert!(restored == saved, "restored weights differ from the checkpoint's");
+    assert!(
+        restored == saved,
+        "restored weights differ from the checkpoint's"
+    );
     // A batch whose tokens lost their prompt is refused before the learner sees it.
     let mut broken = batch.clone();
     broken.trajectories[0].steps[0].prompt_ids = None;
