@@ -38,7 +38,7 @@ use crate::sandbox::{PySandbox, sandbox_of};
 
 /// GrpoTrainer(sandbox, policy, synthesizer, *, tasks_per_iteration=5, group_size=4,
 ///             estimator="grpo", drop_zero_variance=True, workers=0, max_steps=40,
-///             metrics_file=None)
+///             metrics_file=None, format_reward=None)
 ///
 /// The group-advantage trainer: each iterate() proposes tasks, runs group_size rollouts of
 /// each through an environment pool, turns rewards into group advantages ("grpo", "dr_grpo"
@@ -122,7 +122,7 @@ impl PyGrpoTrainer {
     #[pyo3(signature = (
         sandbox, policy, synthesizer, *, tasks_per_iteration=None, group_size=None,
         estimator="grpo", drop_zero_variance=None, workers=None, max_steps=None,
-        metrics_file=None
+        metrics_file=None, format_reward=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -137,6 +137,7 @@ impl PyGrpoTrainer {
         workers: Option<usize>,
         max_steps: Option<usize>,
         metrics_file: Option<PathBuf>,
+        format_reward: Option<f64>,
     ) -> PyResult<Self> {
         let d = TrainerConfig::default();
         let config = TrainerConfig {
@@ -150,6 +151,7 @@ impl PyGrpoTrainer {
                 max_steps: max_steps.unwrap_or(d.env.max_steps),
                 ..d.env
             },
+            format_reward: format_reward.unwrap_or(d.format_reward),
         };
         config.validate().map_err(|e| py_err(py, e))?;
         let slot: ErrorSlot = Arc::default();

@@ -12,8 +12,9 @@ use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, RepoEnv, patch, repo, taskset};
-use frognano_policy::OraclePolicy;
 use frognano_policy::PolicySpec;
+use frognano_policy::llm::GenerationOptions;
+use frognano_policy::{OnnxPolicy, OnnxPolicyConfig, OraclePolicy};
 use frognano_sandbox::{Sandbox, workspace};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -44,6 +45,18 @@ pub struct EvalArgs {
     /// Observation characters per episode.
     #[arg(long, default_value_t = EnvConfig::default().max_observation_chars)]
     max_observation_chars: usize,
+    /// Sampling temperature of an onnx:MODEL policy (0: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Most tokens per reply of an onnx:MODEL policy.
+    #[arg(long, default_value_t = 384)]
+    max_new_tokens: usize,
+    /// Sampling seed of an onnx:MODEL policy.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Episodes per task (useful with --temperature above 0).
+    #[arg(long, default_value_t = 1)]
+    samples: usize,
     /// Print the evaluation report as one JSON object instead of the table (the summary that
     /// Python's `evaluate` and C's `frognano_evaluate` return).
     #[arg(long)]
@@ -84,12 +97,33 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     if tasks.is_empty() {
         bail!("{}: no tasks", path.display());
     }
+    if args.samples == 0 {
+        bail!("--samples must be at least 1");
+    }
+    if args.samples > 1 {
+        tasks = tasks
+            .iter()
+            .flat_map(|t| std::iter::repeat_n(t.clone(), args.samples))
+            .collect();
+    }
     let spec: PolicySpec = args.policy.parse()?;
     let mut policy = match &spec {
         PolicySpec::Onnx { model } => {
             let bar = crate::models::spinner(model);
             let progress = |message: &str| bar.set_message(message.to_string());
-            let policy = spec.build(&tasks, &progress);
+            let policy =
+                frognano_policy::llm::assets::resolve_model(model, &progress).and_then(|dir| {
+                    let config = OnnxPolicyConfig {
+                        generation: GenerationOptions {
+                            max_new_tokens: args.max_new_tokens,
+                            temperature: args.temperature,
+                            seed: args.seed,
+                            ..GenerationOptions::default()
+                        },
+                        ..OnnxPolicyConfig::default()
+                    };
+                    Ok(Box::new(OnnxPolicy::load(&dir, config)?) as Box<dyn frognano_core::Policy>)
+                });
             bar.finish_and_clear();
             policy?
         }
@@ -170,6 +204,15 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
                     summary.recovered,
                     summary.met_failure,
                     100.0 * summary.recovery_rate
+                )
+            ),
+            (
+                "valid commands",
+                format!(
+                    "{} of {} actions ({:.1}%)",
+                    summary.valid_actions,
+                    summary.actions,
+                    100.0 * summary.valid_command_rate
                 )
             ),
             ("mean steps", format!("{:.2}", summary.mean_steps)),

@@ -38,7 +38,8 @@ pub struct SynthArgs {
     #[arg(long, default_value = "file")]
     scope: String,
     /// Hint levels of the problem statements, comma-separated, drawn per task: 0 module only,
-    /// 1 + failing test names, 2 + assertion messages, 3 + function and tracebacks.
+    /// 1 + failing test names, 2 + assertion messages, 3 + function and tracebacks, 4 + the file
+    /// and the buggy code.
     #[arg(long, value_delimiter = ',', default_value = "2")]
     hint_levels: Vec<u8>,
     /// Parallel validations (default: one per core).

@@ -242,6 +242,20 @@ fn curves(report: &TrainReport) -> Vec<Chart> {
         label: "zero-variance groups".into(),
         points: points(&|m| num(m, "zero_variance_fraction")),
     });
+    resolved.push(Series {
+        label: "training actions that are valid commands".into(),
+        points: points(&|m| num(m, "valid_command_rate")),
+    });
+    if let Some(initial) = &report.initial {
+        resolved.push(Series {
+            label: "held-out valid commands, untrained".into(),
+            points: vec![(0.0, initial.valid_command_rate)],
+        });
+    }
+    resolved.push(Series {
+        label: "held-out valid commands, trained".into(),
+        points: vec![(last, report.trained.valid_command_rate)],
+    });
     let difficulty = |field: fn(&DifficultyMix) -> f64| {
         move |m: &IterationMetrics| DifficultyMix::of_metrics(m).map_or(0.0, |d| field(&d))
     };

@@ -20,7 +20,7 @@ pub struct Difficulty {
     /// Bugs in the task.
     pub bug_count: usize,
     /// Hint level of the problem statement (0 module only, 1 + failing test names,
-    /// 2 + assertion messages, 3 + function and tracebacks).
+    /// 2 + assertion messages, 3 + function and tracebacks, 4 + the file and the buggy code).
     #[serde(default = "default_hint_level")]
     pub hint_level: u8,
     /// Files the bug patch changes.
@@ -56,7 +56,7 @@ impl Difficulty {
     pub const DEFAULT_HINT_LEVEL: u8 = 2;
 
     /// The highest hint level.
-    pub const MAX_HINT_LEVEL: u8 = 3;
+    pub const MAX_HINT_LEVEL: u8 = 4;
 
     /// The family of operators: the distinct operators, sorted and `+`-joined.
     pub fn operator_family(&self) -> String {

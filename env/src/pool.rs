@@ -345,6 +345,16 @@ pub struct EvalSummary {
     pub test_runs: usize,
     /// Episodes cut short by a budget.
     pub truncated: usize,
+    /// Actions taken in all (one per step).
+    #[serde(default)]
+    pub actions: usize,
+    /// Actions that parsed as a tool command (not a protocol error), whether or not the tool
+    /// then succeeded.
+    #[serde(default)]
+    pub valid_actions: usize,
+    /// valid_actions / actions (0 when no action was taken).
+    #[serde(default)]
+    pub valid_command_rate: f64,
 }
 
 impl EvalSummary {
@@ -356,6 +366,12 @@ impl EvalSummary {
         let met_failure = count(&|r| r.outcome.met_failure);
         let recovered = count(&|r| r.outcome.recovered);
         let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let actions: usize = records.iter().map(|r| r.steps.len()).sum();
+        // A step records its parsed tool call exactly when the action parsed.
+        let valid_actions: usize = records
+            .iter()
+            .map(|r| r.steps.iter().filter(|s| s.tool.is_some()).count())
+            .sum();
         EvalSummary {
             episodes: n,
             resolved,
@@ -367,6 +383,9 @@ impl EvalSummary {
             tool_errors: records.iter().map(|r| r.outcome.tool_errors).sum(),
             test_runs: records.iter().map(|r| r.outcome.test_runs).sum(),
             truncated: count(&|r| r.outcome.truncated),
+            actions,
+            valid_actions,
+            valid_command_rate: ratio(valid_actions, actions),
         }
     }
 }
@@ -528,5 +547,58 @@ mod tests {
             lengths,
             [("one".into(), 1), ("three".into(), 3), ("two".into(), 2)]
         );
+    }
+    #[test]
+    fn the_summary_counts_valid_commands_and_reads_old_json() {
+        let step = |n: usize, parsed: bool| {
+            let mut s = StepRecord::new(n, Action::Text { text: "x".into() }, String::new(), 0.0);
+            if parsed {
+                s.tool = Some(frognano_core::ToolCall {
+                    name: "submit".into(),
+                    arguments: serde_json::json!({}),
+                });
+            } else {
+                s.is_error = true;
+            }
+            s
+        };
+        let record = |steps: Vec<StepRecord>, resolved: bool| EpisodeRecord {
+            task_id: "t".into(),
+            outcome: EpisodeOutcome {
+                task_id: "t".into(),
+                resolved,
+                reward: f64::from(u8::from(resolved)),
+                steps: steps.len(),
+                tool_errors: steps.iter().filter(|s| s.is_error).count(),
+                test_runs: 0,
+                met_failure: false,
+                recovered: false,
+                submitted: true,
+                truncated: false,
+            },
+            initial_observation: String::new(),
+            steps,
+            grading: None,
+            patch: String::new(),
+            reset_ms: 0.0,
+            duration_s: 0.0,
+        };
+        let records = [
+            record(vec![step(1, false), step(2, false), step(3, true)], true),
+            record(vec![step(1, false)], false),
+        ];
+        let summary = EvalSummary::of(&records);
+        assert_eq!((summary.actions, summary.valid_actions), (4, 1));
+        assert!((summary.valid_command_rate - 0.25).abs() < 1e-12);
+        assert_eq!(summary.tool_errors, 3);
+        assert_eq!(EvalSummary::of(&[]).valid_command_rate, 0.0);
+        // A summary written before these fields existed still reads.
+        let old = serde_json::json!({
+            "episodes": 1, "resolved": 0, "resolved_rate": 0.0, "met_failure": 0,
+            "recovered": 0, "recovery_rate": 0.0, "mean_steps": 1.0, "tool_errors": 0,
+            "test_runs": 0, "truncated": 0
+        });
+        let back: EvalSummary = serde_json::from_value(old).expect("old summary");
+        assert_eq!((back.actions, back.valid_actions), (0, 0));
     }
 }

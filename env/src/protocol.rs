@@ -54,6 +54,15 @@ pub enum ToolRequest {
         /// The lines to insert.
         text: String,
     },
+    /// Replace a whole function (or method) with a new definition of the same name.
+    ReplaceFunction {
+        /// The file that defines it; absent: the one file in the repository that does.
+        path: Option<String>,
+        /// The function's name.
+        name: String,
+        /// The new definition, from its `def` line to the end of its body, dedented.
+        source: String,
+    },
     /// Revert the last edit, creation or insertion.
     Undo,
     /// Run the tests: all of them, or the named ids/paths.
@@ -75,6 +84,7 @@ impl ToolRequest {
             ToolRequest::Edit { .. } => "edit",
             ToolRequest::Create { .. } => "create",
             ToolRequest::Insert { .. } => "insert",
+            ToolRequest::ReplaceFunction { .. } => "replace_function",
             ToolRequest::Undo => "undo",
             ToolRequest::RunTests { .. } => "run_tests",
             ToolRequest::Submit => "submit",
@@ -113,6 +123,10 @@ impl ToolRequest {
             ToolRequest::Insert { path, line, text } => {
                 json!({ "path": path, "line": line, "text": text })
             }
+            ToolRequest::ReplaceFunction { path, name, source } => match path {
+                Some(p) => json!({ "path": p, "name": name, "source": source }),
+                None => json!({ "name": name, "source": source }),
+            },
             ToolRequest::Undo | ToolRequest::Submit => json!({}),
             ToolRequest::RunTests { tests } => json!({ "tests": tests }),
         };
@@ -157,6 +171,10 @@ impl ToolRequest {
                     text.trim_end_matches('\n')
                 )
             }
+            ToolRequest::ReplaceFunction { path, source, .. } => match path {
+                Some(p) => format!("{p}:\n```python\n{}\n```", source.trim_end_matches('\n')),
+                None => format!("```python\n{}\n```", source.trim_end_matches('\n')),
+            },
             ToolRequest::Undo => "undo".into(),
             ToolRequest::RunTests { tests } => {
                 let mut s = "test".to_string();
@@ -235,12 +253,17 @@ Commands:
     >>>>>>> REPLACE
   insert PATH LINE        insert the lines that follow after line LINE (0 = top)
   create PATH             create a new file with the lines that follow
+  ```python               or write the whole fixed function in a python code block: it
+  def name(...):          replaces the function of that name (name its file just before the
+      ...                 block when several files define it)
+  ```
   undo                    revert your last edit
   submit                  finish; your fix is graded by the tests
 JSON tool calls are accepted too: {\"name\": \"view\", \"arguments\": {\"path\": \"a.py\"}}";
 
 const SHORT_HELP: &str = "Write one command, e.g. `view src/mod.py 1-40`, `search \"def name\"`, \
-`test`, `edit PATH` followed by a <<<<<<< SEARCH / ======= / >>>>>>> REPLACE block, or `submit`.";
+`test`, `edit PATH` followed by a <<<<<<< SEARCH / ======= / >>>>>>> REPLACE block, the whole \
+fixed function in a ```python block, or `submit`.";
 
 /// JSON schemas of the tools, in the OpenAI `tools` shape, for served models.
 pub fn tool_schemas() -> Value {
@@ -294,6 +317,12 @@ pub fn tool_schemas() -> Value {
             &["path", "line", "text"],
         ),
         tool(
+            "replace_function",
+            "Replace a whole function or method with a new definition of the same name.",
+            json!({"path": path, "name": {"type": "string"}, "source": {"type": "string", "description": "the whole new definition, from its def line"}}),
+            &["source"],
+        ),
+        tool(
             "undo",
             "Revert the last edit, insertion or creation.",
             json!({}),
@@ -331,6 +360,7 @@ fn canonical(word: &str) -> Option<&'static str> {
         "edit" | "str_replace" | "replace" | "str_replace_editor" => "edit",
         "create" | "create_file" => "create",
         "insert" => "insert",
+        "replace_function" | "replace_def" => "replace_function",
         "undo" | "undo_edit" => "undo",
         "test" | "tests" | "run_tests" | "pytest" | "run_test" => "run_tests",
         "submit" | "done" | "finish" => "submit",
@@ -338,9 +368,27 @@ fn canonical(word: &str) -> Option<&'static str> {
     })
 }
 
-/// Parses model text: a JSON tool call, a `<tool_call>` block, or the command grammar (bare, or
-/// in a ``` block after free text).
+/// Parses model text: a JSON tool call, a `<tool_call>` block, the command grammar (bare, or
+/// in a ``` block after free text), or else a code block holding a whole function definition
+/// (possibly after prose), which replaces the function of that name.
 pub fn parse_text(text: &str) -> Result<ToolRequest, ProtocolError> {
+    match parse_text_strictly(text) {
+        Ok(request) => Ok(request),
+        Err(e) => match fenced_function(text) {
+            Some(request) => Ok(request),
+            None if has_fence(text) => Err(ProtocolError {
+                message: format!(
+                    "{} A code block counts as an edit only when it holds a whole function \
+                     (`def name(...):` and its body) between ``` lines.",
+                    e.message
+                ),
+            }),
+            None => Err(e),
+        },
+    }
+}
+
+fn parse_text_strictly(text: &str) -> Result<ToolRequest, ProtocolError> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return err(format!("Empty action. {SHORT_HELP}"));
@@ -396,6 +444,172 @@ pub fn parse_text(text: &str) -> Result<ToolRequest, ProtocolError> {
     err(format!(
         "No command found: `{shown}` does not start with a command. {SHORT_HELP}"
     ))
+}
+
+fn has_fence(text: &str) -> bool {
+    text.lines().any(|l| l.trim_start().starts_with("```"))
+}
+
+/// Leading whitespace of a line, in characters.
+pub(crate) fn indent_of(line: &str) -> usize {
+    line.chars().take_while(|c| c.is_whitespace()).count()
+}
+
+/// The name `line` defines when it starts a function (`def name(` or `async def name(`).
+pub(crate) fn def_name(line: &str) -> Option<&str> {
+    let rest = line.trim_start();
+    let rest = rest
+        .strip_prefix("async")
+        .filter(|r| r.starts_with(char::is_whitespace))
+        .map_or(rest, str::trim_start);
+    let rest = rest.strip_prefix("def")?;
+    if !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let rest = rest.trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let name = &rest[..end];
+    let starts_well = name.chars().next().is_some_and(|c| !c.is_ascii_digit());
+    (starts_well && rest[end..].trim_start().starts_with('(')).then_some(name)
+}
+
+/// How much `line` opens brackets (minus what it closes), outside strings and comments.
+fn bracket_depth_change(line: &str) -> i64 {
+    let mut depth = 0;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in line.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '#' => break,
+            '\'' | '"' => quote = Some(c),
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    depth
+}
+
+/// The end (exclusive) of the function whose `def` line is `lines[start]`: its header (to the
+/// line where its brackets close), then every line indented deeper, trailing blank lines left
+/// out.
+pub(crate) fn function_end<S: AsRef<str>>(lines: &[S], start: usize) -> usize {
+    let Some(def_line) = lines.get(start) else {
+        return start;
+    };
+    let indent = indent_of(def_line.as_ref());
+    let mut depth = 0;
+    let mut header_end = start;
+    for (i, line) in lines.iter().enumerate().skip(start) {
+        depth += bracket_depth_change(line.as_ref());
+        header_end = i;
+        if depth <= 0 {
+            break;
+        }
+    }
+    let mut end = header_end + 1;
+    for (i, line) in lines.iter().enumerate().skip(header_end + 1) {
+        let line = line.as_ref();
+        if line.trim().is_empty() {
+            continue;
+        }
+        if indent_of(line) <= indent {
+            break;
+        }
+        end = i + 1;
+    }
+    end
+}
+
+/// Removes `n` leading whitespace characters (at most as many as there are) from each line.
+pub(crate) fn dedent(lines: &[&str], n: usize) -> String {
+    let mut out = String::new();
+    for line in lines {
+        let mut rest = *line;
+        for _ in 0..n {
+            match rest.chars().next() {
+                Some(c) if c.is_whitespace() => rest = &rest[c.len_utf8()..],
+                _ => break,
+            }
+        }
+        out.push_str(rest.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The first function definition in `lines`: its name and its dedented source.
+fn function_in(lines: &[&str]) -> Option<(String, String)> {
+    let start = lines.iter().position(|l| def_name(l).is_some())?;
+    let name = def_name(lines[start])?.to_string();
+    let end = function_end(lines, start);
+    let source = dedent(&lines[start..end], indent_of(lines[start]));
+    Some((name, source))
+}
+
+/// A repository path (`*.py`) that `text` mentions, the last one when there are several.
+fn mentioned_path(text: &str) -> Option<String> {
+    text.rsplit(|c: char| c.is_whitespace() || "`'\"()[]<>,;*".contains(c))
+        .map(|w| w.trim_end_matches([':', '.', '!', '?']))
+        .map(|w| w.split_once("::").map_or(w, |(path, _)| path))
+        .find(|w| w.len() > 3 && w.ends_with(".py") && !w.contains("://"))
+        .map(str::to_string)
+}
+
+/// A fenced code block holding a whole function definition, read as a request to replace the
+/// function of that name: the last block with a `def` in it. A block left open (the reply was
+/// cut off) counts only when something follows the function in it, so the function is whole.
+/// Its file is the one a comment at the top of the block (`# path/to/file.py`) or the prose
+/// before the block names.
+fn fenced_function(text: &str) -> Option<ToolRequest> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut blocks = Vec::new();
+    let mut open: Option<usize> = None;
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        match open {
+            None if t.starts_with("```") => open = Some(i),
+            Some(start) if t == "```" => {
+                blocks.push((start, i, true));
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(start) = open {
+        blocks.push((start, lines.len(), false));
+    }
+    let (start, end, name, source) = blocks.iter().rev().find_map(|&(start, end, closed)| {
+        let body = &lines[start + 1..end];
+        let (name, source) = function_in(body)?;
+        if !closed {
+            let def = body.iter().position(|l| def_name(l).is_some())?;
+            let after = function_end(body, def);
+            body[after..].iter().find(|l| !l.trim().is_empty())?;
+        }
+        // A definition with no body is not a fix.
+        (source.lines().count() > 1 || !source.trim_end().ends_with(':'))
+            .then_some((start, end, name, source))
+    })?;
+    let comment = lines[start + 1..end]
+        .iter()
+        .map(|l| l.trim())
+        .take_while(|l| l.is_empty() || l.starts_with('#'))
+        .find_map(mentioned_path);
+    let path = comment.or_else(|| mentioned_path(&lines[..start].join("\n")));
+    Some(ToolRequest::ReplaceFunction { path, name, source })
 }
 
 fn command_word(line: &str) -> Option<&'static str> {
@@ -529,6 +743,27 @@ fn parse_command(lines: &[&str]) -> Result<ToolRequest, ProtocolError> {
                 text,
             })
         }
+        "replace_function" => {
+            if args.len() > 1 {
+                return err("replace_function takes at most a path; the function goes below it.");
+            }
+            let body: Vec<&str> = body
+                .iter()
+                .copied()
+                .filter(|l| !l.trim_start().starts_with("```"))
+                .collect();
+            let Some((name, source)) = function_in(&body) else {
+                return err(
+                    "replace_function: put the whole new function (`def name(...):` and its \
+                     body) on the lines after the command.",
+                );
+            };
+            Ok(ToolRequest::ReplaceFunction {
+                path: args.first().cloned(),
+                name,
+                source,
+            })
+        }
         "undo" => Ok(ToolRequest::Undo),
         "run_tests" => Ok(ToolRequest::RunTests { tests: args }),
         _ => Ok(ToolRequest::Submit),
@@ -656,8 +891,8 @@ fn call_from_object(value: Value) -> Result<ToolRequest, ProtocolError> {
 pub fn parse_tool_call(name: &str, arguments: &Value) -> Result<ToolRequest, ProtocolError> {
     let Some(tool) = canonical(name) else {
         return err(format!(
-            "Unknown tool `{name}`; tools: view, list, search, edit, create, insert, undo, \
-             run_tests, submit."
+            "Unknown tool `{name}`; tools: view, list, search, edit, create, insert, \
+             replace_function, undo, run_tests, submit."
         ));
     };
     let parsed;
@@ -768,6 +1003,25 @@ pub fn parse_tool_call(name: &str, arguments: &Value) -> Result<ToolRequest, Pro
             })?,
             text: required(text(&["text", "new_str", "content"])?, "text")?,
         },
+        "replace_function" => {
+            let code = required(text(&["source", "code", "content"])?, "source")?;
+            let lines: Vec<&str> = code.lines().collect();
+            let Some((name, source)) = function_in(&lines) else {
+                return err("replace_function: `source` must hold a whole `def name(...):`.");
+            };
+            if let Some(given) = text(&["name", "function"])?
+                && given != name
+            {
+                return err(format!(
+                    "replace_function: `name` is `{given}` but the source defines `{name}`."
+                ));
+            }
+            ToolRequest::ReplaceFunction {
+                path: path()?,
+                name,
+                source,
+            }
+        }
         "undo" => ToolRequest::Undo,
         "run_tests" => {
             let tests = match args.get("tests").or_else(|| args.get("test_ids")) {
@@ -936,6 +1190,16 @@ mod tests {
             ToolRequest::RunTests {
                 tests: vec!["t.py::test[a b]".into()],
             },
+            ToolRequest::ReplaceFunction {
+                path: Some("pkg/m.py".into()),
+                name: "f".into(),
+                source: "def f(a):\n    return a + 1\n".into(),
+            },
+            ToolRequest::ReplaceFunction {
+                path: None,
+                name: "g".into(),
+                source: "def g():\n    pass\n".into(),
+            },
             ToolRequest::Undo,
             ToolRequest::Submit,
         ];
@@ -960,5 +1224,80 @@ mod tests {
             assert!(!err.message.is_empty());
         }
         assert!(text("hello").expect_err("x").message.contains("submit"));
+    }
+
+    #[test]
+    fn a_fenced_function_after_prose_is_a_replace_request() {
+        let reply = "The bug is in `textkit/wrap.py`. Here is the fixed function:\n\n```python\n@cache\ndef wrap(text, width):\n    if width <= 0:\n        return []\n    return [text]\n\nprint(wrap(\"a\", 1))\n```\nThis should work.";
+        assert_eq!(
+            text(reply).expect("parses"),
+            ToolRequest::ReplaceFunction {
+                path: Some("textkit/wrap.py".into()),
+                name: "wrap".into(),
+                source: "def wrap(text, width):\n    if width <= 0:\n        return []\n    return [text]\n"
+                    .into(),
+            }
+        );
+        // A method written indented, with no file named, and a path comment in the block.
+        let method = "```\n    def size(self):\n        return len(self.items)\n```";
+        assert_eq!(
+            text(method).expect("parses"),
+            ToolRequest::ReplaceFunction {
+                path: None,
+                name: "size".into(),
+                source: "def size(self):\n    return len(self.items)\n".into(),
+            }
+        );
+        let commented = "```python\n# pkg/box.py\ndef f():\n    return 1\n```";
+        assert!(matches!(
+            text(commented),
+            Ok(ToolRequest::ReplaceFunction { path: Some(p), .. }) if p == "pkg/box.py"
+        ));
+        // Prose that starts with a command word still reaches the code block.
+        let worded = "Replace the function:\n```python\ndef f():\n    return 2\n```";
+        assert!(matches!(
+            text(worded),
+            Ok(ToolRequest::ReplaceFunction { .. })
+        ));
+        // A reply cut off inside its block still counts once the function is whole.
+        let cut = "```python\ndef f():\n    return 2\n\ndef test_f():\n    assert f(";
+        assert!(matches!(
+            text(cut),
+            Ok(ToolRequest::ReplaceFunction { name, source, .. })
+                if name == "f" && source == "def f():\n    return 2\n"
+        ));
+        // A command in a block is still the command; the last block with a def wins.
+        assert_eq!(text("```\nsubmit\n```").expect("ok"), ToolRequest::Submit);
+        let two = "Old:\n```python\ndef f():\n    return 1\n```\nNew:\n```python\ndef f():\n    return 2\n```";
+        assert!(matches!(
+            text(two),
+            Ok(ToolRequest::ReplaceFunction { source, .. }) if source.contains("return 2")
+        ));
+    }
+
+    #[test]
+    fn code_blocks_without_a_whole_function_get_help() {
+        for bad in [
+            "```python\nx = 1\n```",
+            "```python\ndef f():\n```",
+            "```python\ndef f():\n    return 1\n",
+            "```python\ndef f():\n    return 1\n    # cut off",
+        ] {
+            let err = text(bad).expect_err(bad);
+            assert!(err.message.contains("whole function"), "{bad}: {err}");
+        }
+        let call = parse_action(&Action::Tool(ToolCall {
+            name: "replace_function".into(),
+            arguments: serde_json::json!({"name": "g", "source": "def f():\n  return 1"}),
+        }));
+        assert!(call.expect_err("mismatch").message.contains("`g`"));
+        assert_eq!(
+            text("replace_function m.py\n```python\ndef f():\n    return 1\n```").expect("ok"),
+            ToolRequest::ReplaceFunction {
+                path: Some("m.py".into()),
+                name: "f".into(),
+                source: "def f():\n    return 1\n".into(),
+            }
+        );
     }
 }

@@ -10,7 +10,7 @@ use cap_std::fs::Dir;
 use frognano_sandbox::GUEST_WORK;
 use regex::RegexBuilder;
 
-use crate::protocol::ToolRequest;
+use crate::protocol::{ToolRequest, dedent, def_name, function_end, indent_of};
 use crate::{EnvError, Result};
 
 /// Largest file the agent may create or grow a file to.
@@ -169,6 +169,9 @@ impl Workspace {
             } => self.edit(path, search, replace),
             ToolRequest::Create { path, content } => self.create(path, content),
             ToolRequest::Insert { path, line, text } => self.insert(path, *line, text),
+            ToolRequest::ReplaceFunction { path, name, source } => {
+                self.replace_function(path.as_deref(), name, source)
+            }
             ToolRequest::Undo => self.undo(),
             ToolRequest::RunTests { .. } | ToolRequest::Submit => {
                 ToolOutput::error("internal: not a file tool")
@@ -541,6 +544,131 @@ impl Workspace {
         }
     }
 
+    /// 0-based lines of `text` that define a function called `name`.
+    fn definitions(text: &str, name: &str) -> Vec<usize> {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| def_name(l) == Some(name))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Where `name` is defined: in the file `raw` names when it defines it, else in the one
+    /// Python file of the repository that does. The file, its text and the `def` line, or the
+    /// observation saying why there is no single such place.
+    fn function_site(
+        &self,
+        raw: Option<&str>,
+        name: &str,
+    ) -> std::result::Result<(String, String, usize), ToolOutput> {
+        let how = "Name its file on the line before the code block (e.g. `pkg/module.py:`), or use \
+                   `edit PATH` with a SEARCH/REPLACE block.";
+        if let Some(raw) = raw
+            && let Ok(path) = Self::resolve(raw)
+            && !path.is_empty()
+            && let Ok(text) = self.read_text(&path)
+        {
+            match Self::definitions(&text, name).as_slice() {
+                [] => {}
+                [line] => return Ok((path, text.clone(), *line)),
+                many => {
+                    let lines: Vec<String> = many.iter().map(|l| (l + 1).to_string()).collect();
+                    return Err(ToolOutput::error(format!(
+                        "No replacement was performed: `{name}` is defined {} times in {path} \
+                         (lines {}). Use `edit {path}` with a SEARCH/REPLACE block to change \
+                         one of them.",
+                        many.len(),
+                        lines.join(", ")
+                    )));
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for file in self.walk("").into_iter().filter(|f| f.ends_with(".py")) {
+            if self
+                .dir
+                .metadata(&file)
+                .is_ok_and(|m| m.len() > MAX_SEARCH_FILE_BYTES)
+            {
+                continue;
+            }
+            let Ok(text) = self.read_text(&file) else {
+                continue;
+            };
+            for line in Self::definitions(&text, name) {
+                found.push((file.clone(), text.clone(), line));
+            }
+        }
+        match found.len() {
+            0 => Err(ToolOutput::error(format!(
+                "No replacement was performed: no function `{name}` is defined in the \
+                 repository. Check the name (`search \"def {name}\"`), or use `edit PATH` with \
+                 a SEARCH/REPLACE block."
+            ))),
+            1 => Ok(found.remove(0)),
+            _ => {
+                let places: Vec<String> = found
+                    .iter()
+                    .map(|(file, _, line)| format!("{file}:{}", line + 1))
+                    .collect();
+                Err(ToolOutput::error(format!(
+                    "No replacement was performed: `{name}` is defined in {} places ({}). {how}",
+                    found.len(),
+                    places.join(", ")
+                )))
+            }
+        }
+    }
+
+    fn replace_function(&mut self, raw: Option<&str>, name: &str, source: &str) -> ToolOutput {
+        let (path, text, start) = match self.function_site(raw, name) {
+            Ok(site) => site,
+            Err(e) => return e,
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let end = function_end(&lines, start);
+        // The new definition takes the old one's indentation (a method stays in its class).
+        let prefix: String = lines[start].chars().take(indent_of(lines[start])).collect();
+        let new_lines: Vec<&str> = source.lines().collect();
+        let base = new_lines.first().map_or(0, |l| indent_of(l));
+        let mut new = String::with_capacity(text.len() + source.len());
+        for line in &lines[..start] {
+            new.push_str(line);
+            new.push('\n');
+        }
+        for line in dedent(&new_lines, base).lines() {
+            if !line.is_empty() {
+                new.push_str(&prefix);
+            }
+            new.push_str(line);
+            new.push('\n');
+        }
+        for line in &lines[end..] {
+            new.push_str(line);
+            new.push('\n');
+        }
+        if !text.ends_with('\n') && !lines[end..].is_empty() {
+            new.pop();
+        }
+        if new == text {
+            return ToolOutput::error(format!(
+                "No change: the function `{name}` you wrote is identical to the one in {path}."
+            ));
+        }
+        if let Some(err) = self.write(&path, new.as_bytes(), Some(text.clone().into_bytes())) {
+            return err;
+        }
+        let first = start + 1;
+        let last = start + new_lines.len().max(1);
+        ToolOutput::ok(format!(
+            "Replaced function `{name}` in {path} (it was lines {first}-{end}). Lines {}-{} now \
+             read:\n{}",
+            first.saturating_sub(2).max(1),
+            (last + 2).min(new.lines().count()),
+            Self::excerpt(&new, first, last)
+        ))
+    }
+
     fn create(&mut self, raw: &str, content: &str) -> ToolOutput {
         let path = match Self::file_path(raw, "create") {
             Ok(p) => p,
@@ -810,6 +938,105 @@ mod tests {
                 .expect("parent")
                 .join("escaped")
                 .exists()
+        );
+    }
+
+    fn replace(path: Option<&str>, name: &str, source: &str) -> ToolRequest {
+        ToolRequest::ReplaceFunction {
+            path: path.map(str::to_string),
+            name: name.into(),
+            source: source.into(),
+        }
+    }
+
+    #[test]
+    fn replace_function_swaps_the_whole_definition() {
+        let module = "import os\n\n\ndef add(a, b):\n    \"\"\"Sum.\"\"\"\n    x = a\n\n    return x - b\n\n\ndef sub(a, b):\n    return a - b\n";
+        let (dir, mut ws) = workspace(&[("pkg/m.py", module), ("README.md", "def add(x):\n")]);
+        let out = ws.execute(&replace(None, "add", "def add(a, b):\n    return a + b\n"));
+        assert!(!out.is_error, "{}", out.text);
+        assert!(
+            out.text.contains("Replaced function `add` in pkg/m.py"),
+            "{}",
+            out.text
+        );
+        let now = std::fs::read_to_string(dir.path().join("pkg/m.py")).expect("read");
+        assert_eq!(
+            now,
+            "import os\n\n\ndef add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+        );
+        // The same function again is no change; undo restores the original.
+        let same = ws.execute(&replace(None, "add", "def add(a, b):\n    return a + b"));
+        assert!(
+            same.is_error && same.text.contains("identical"),
+            "{}",
+            same.text
+        );
+        assert!(!ws.execute(&ToolRequest::Undo).is_error);
+        let back = std::fs::read_to_string(dir.path().join("pkg/m.py")).expect("read");
+        assert_eq!(back, module);
+    }
+
+    #[test]
+    fn replace_function_keeps_method_indentation_and_multiline_headers() {
+        let module = "class Box:\n    def put(\n        self,\n        item,\n    ):\n        self.items.append(item)\n        return None\n\n    def size(self):\n        return len(self.items)\n";
+        let (dir, mut ws) = workspace(&[("box.py", module)]);
+        // Written at the top level (as a model would), it lands inside the class.
+        let out = ws.execute(&replace(
+            Some("box.py"),
+            "put",
+            "def put(self, item):\n    if item is not None:\n        self.items.append(item)\n",
+        ));
+        assert!(!out.is_error, "{}", out.text);
+        let now = std::fs::read_to_string(dir.path().join("box.py")).expect("read");
+        assert_eq!(
+            now,
+            "class Box:\n    def put(self, item):\n        if item is not None:\n            self.items.append(item)\n\n    def size(self):\n        return len(self.items)\n"
+        );
+    }
+
+    #[test]
+    fn replace_function_not_found_or_ambiguous_is_a_clear_error() {
+        let (_dir, mut ws) = workspace(&[
+            ("a.py", "def f():\n    return 1\n"),
+            (
+                "b.py",
+                "def f():\n    return 2\n\n\nclass C:\n    def g(self):\n        return 1\n\n\nclass D:\n    def g(self):\n        return 2\n",
+            ),
+        ]);
+        let missing = ws.execute(&replace(None, "nope", "def nope():\n    pass\n"));
+        assert!(
+            missing.is_error && missing.text.contains("no function `nope`"),
+            "{}",
+            missing.text
+        );
+        let both = ws.execute(&replace(None, "f", "def f():\n    return 3\n"));
+        assert!(both.is_error, "{}", both.text);
+        assert!(
+            both.text.contains("a.py:1") && both.text.contains("b.py:1"),
+            "{}",
+            both.text
+        );
+        // Naming the file settles it.
+        let named = ws.execute(&replace(Some("b.py"), "f", "def f():\n    return 3\n"));
+        assert!(!named.is_error, "{}", named.text);
+        // Two methods of one name in the named file stay ambiguous.
+        let twice = ws.execute(&replace(Some("b.py"), "g", "def g(self):\n    return 0\n"));
+        assert!(
+            twice.is_error && twice.text.contains("2 times in b.py"),
+            "{}",
+            twice.text
+        );
+        // A path that does not define it falls back to the repository.
+        let elsewhere = ws.execute(&replace(
+            Some("tests/test_a.py"),
+            "f",
+            "def f():\n    return 4\n",
+        ));
+        assert!(
+            elsewhere.is_error && elsewhere.text.contains("2 places"),
+            "{}",
+            elsewhere.text
         );
     }
 }

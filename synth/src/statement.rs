@@ -4,7 +4,9 @@
 //! - 0: which module is wrong, nothing more;
 //! - 1: the names of the failing tests;
 //! - 2: their assertion and error messages (pytest's `E ` lines);
-//! - 3: the enclosing function or class of the bug and traceback excerpts.
+//! - 3: the enclosing function or class of the bug and traceback excerpts;
+//! - 4: the file of the bug and the buggy code itself (its enclosing function), so that a small
+//!   model can answer with the fixed function.
 //!
 //! A statement never contains the fix: any message line that holds a line of the clean code
 //! the bug removed is dropped.
@@ -32,6 +34,101 @@ pub struct StatementInput<'a> {
     pub failing: Vec<&'a TestRecord>,
     /// Lines of clean code the bug removed or changed (never to be shown).
     pub secret_lines: BTreeSet<String>,
+    /// The buggy code around each bug, shown at level 4.
+    pub excerpts: Vec<CodeExcerpt>,
+}
+
+/// Buggy code shown in a statement: a file's lines `first..=last`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeExcerpt {
+    /// Repository path of the file.
+    pub path: String,
+    /// 1-based first line.
+    pub first: usize,
+    /// 1-based last line.
+    pub last: usize,
+    /// The lines.
+    pub code: String,
+}
+
+/// Longest excerpt shown, in lines; a longer function is cut to a window around the bug.
+const MAX_EXCERPT_LINES: usize = 60;
+/// Lines of context either side of a bug outside any function, or in a function too long to
+/// show whole.
+const EXCERPT_CONTEXT: usize = 8;
+
+fn indent_of(line: &str) -> usize {
+    line.chars().take_while(|c| c.is_whitespace()).count()
+}
+
+/// The name a `def`/`class` line defines.
+fn defined_name(line: &str) -> Option<&str> {
+    let rest = line.trim_start();
+    let rest = rest.strip_prefix("async ").map_or(rest, str::trim_start);
+    let rest = rest
+        .strip_prefix("def ")
+        .or_else(|| rest.strip_prefix("class "))?
+        .trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    (end > 0).then(|| &rest[..end])
+}
+
+/// The code around the bug at 1-based lines `start..=end` of `text`: the innermost function or
+/// class of `scope` (a dotted qualified name) holding it, else a few lines either side.
+pub fn excerpt_around(
+    path: &str,
+    text: &str,
+    scope: &str,
+    start: usize,
+    end: usize,
+) -> CodeExcerpt {
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len().max(1);
+    let start = start.clamp(1, total);
+    let end = end.clamp(start, total);
+    let window = |first: usize, last: usize| CodeExcerpt {
+        path: path.to_string(),
+        first,
+        last,
+        code: lines
+            .get(first - 1..last.min(lines.len()))
+            .unwrap_or_default()
+            .join("\n"),
+    };
+    let around = || {
+        window(
+            start.saturating_sub(EXCERPT_CONTEXT).max(1),
+            (end + EXCERPT_CONTEXT).min(total),
+        )
+    };
+    let Some(name) = scope.rsplit('.').next().filter(|n| !n.is_empty()) else {
+        return around();
+    };
+    // The nearest definition of `name` at or above the bug.
+    let Some(def) = (0..start)
+        .rev()
+        .find(|&i| lines.get(i).and_then(|l| defined_name(l)) == Some(name))
+    else {
+        return around();
+    };
+    let indent = indent_of(lines[def]);
+    let mut last = def;
+    for (i, line) in lines.iter().enumerate().skip(def + 1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if indent_of(line) <= indent && !line.trim_start().starts_with([')', ']', '}']) {
+            break;
+        }
+        last = i;
+    }
+    let (first, last) = (def + 1, last + 1);
+    if last < end || last + 1 - first > MAX_EXCERPT_LINES {
+        return around();
+    }
+    window(first, last)
 }
 
 /// Writes the statement for `input` at `level` (clamped to [`MAX_HINT_LEVEL`]).
@@ -66,6 +163,17 @@ pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
             .collect();
         if !scopes.is_empty() {
             out.push_str(&format!("The problem is in {}.\n", scopes.join(", ")));
+        }
+    }
+    if level >= 4 {
+        for excerpt in &input.excerpts {
+            out.push_str(&format!(
+                "The bug is in file `{}`, lines {}-{}:\n```python\n{}\n```\n",
+                excerpt.path,
+                excerpt.first,
+                excerpt.last,
+                excerpt.code.trim_end()
+            ));
         }
     }
     if level >= 1 && !input.failing.is_empty() {
@@ -185,6 +293,7 @@ mod tests {
             scopes: vec!["clamp".into()],
             failing: vec![&test],
             secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
+            excerpts: Vec::new(),
         };
         let texts: Vec<String> = (0..=3).map(|l| write_statement(&input, l)).collect();
         assert!(texts[0].contains("`textkit.num`"));
@@ -213,6 +322,7 @@ mod tests {
             scopes: vec![],
             failing: tests.iter().collect(),
             secret_lines: BTreeSet::new(),
+            excerpts: Vec::new(),
         };
         let text = write_statement(&input, 2);
         assert!(text.contains("modules `a`, `b`"));
@@ -221,5 +331,39 @@ mod tests {
         assert_eq!(text.matches("E   boom").count(), MAX_MESSAGES);
         // 20 failures with 7 distinct messages: shown once each, with the count of the rest.
         assert!(text.contains("t.py::test_0 (and 2 more tests):"));
+    }
+
+    #[test]
+    fn level_four_shows_the_file_and_the_buggy_function() {
+        let source = "import math\n\n\nclass Box:\n    def clamp(self, value, lo, hi):\n        if value < lo:\n            return lo\n        return min(hi + 1, value)\n\n    def other(self):\n        return 1\n";
+        let excerpt = excerpt_around("textkit/num.py", source, "Box.clamp", 8, 8);
+        assert_eq!((excerpt.first, excerpt.last), (5, 8));
+        assert!(
+            excerpt
+                .code
+                .starts_with("    def clamp(self, value, lo, hi):")
+        );
+        assert!(excerpt.code.ends_with("return min(hi + 1, value)"));
+        // Module-level code (or an unknown scope) gets a window around the bug.
+        let window = excerpt_around("textkit/num.py", source, "", 1, 1);
+        assert_eq!((window.first, window.last), (1, 9));
+        let missing = excerpt_around("textkit/num.py", source, "nowhere", 8, 8);
+        assert_eq!(missing.first, 1);
+        let test = failing("tests/test_num.py::test_clamp", "E       assert 4 == 3");
+        let input = StatementInput {
+            modules: vec!["textkit.num".into()],
+            scopes: vec!["Box.clamp".into()],
+            failing: vec![&test],
+            secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
+            excerpts: vec![excerpt],
+        };
+        let three = write_statement(&input, 3);
+        let four = write_statement(&input, 4);
+        assert!(!three.contains("textkit/num.py"));
+        assert!(four.contains("The bug is in file `textkit/num.py`, lines 5-8:"));
+        assert!(four.contains("```python\n    def clamp(self, value, lo, hi):"));
+        assert!(four.contains(&three[three.find("1 failing test").unwrap_or(0)..]));
+        assert!(!four.contains("return min(hi, value)"));
+        assert_eq!(write_statement(&input, 9), four);
     }
 }

@@ -24,7 +24,7 @@ use crate::options::{
     CombineScope, ProgressFn, Rejection, SynthConfig, SynthProgress, SynthRequest, SynthStats,
 };
 use crate::outcomes::{bucket, failing_records, module_name, reason_name};
-use crate::statement::{MAX_HINT_LEVEL, StatementInput, write_statement};
+use crate::statement::{MAX_HINT_LEVEL, StatementInput, excerpt_around, write_statement};
 use crate::{Result, SynthError};
 
 /// One mutation site: a candidate single bug.
@@ -909,12 +909,30 @@ impl Synthesizer {
                 }
             }
         }
+        let excerpts = if hint_level >= 4 {
+            sites
+                .iter()
+                .filter_map(|site| {
+                    let buggy = candidate.files.get(&site.file)?;
+                    Some(excerpt_around(
+                        &site.file,
+                        &String::from_utf8_lossy(buggy),
+                        &site.mutation.scope,
+                        site.mutation.start_line as usize,
+                        site.mutation.end_line as usize,
+                    ))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let statement = write_statement(
             &StatementInput {
                 modules: modules.clone(),
                 scopes: scopes.clone(),
                 failing: validated.failing_records.iter().collect(),
                 secret_lines,
+                excerpts,
             },
             hint_level,
         );

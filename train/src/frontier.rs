@@ -93,7 +93,10 @@ impl FrontierConfig {
                 .iter()
                 .any(|h| *h > frognano_core::Difficulty::MAX_HINT_LEVEL)
         {
-            return bad("hint_levels must be non-empty, each within 0..=3");
+            return bad(&format!(
+                "hint_levels must be non-empty, each within 0..={}",
+                frognano_core::Difficulty::MAX_HINT_LEVEL
+            ));
         }
         if !(self.target_success > 0.0 && self.target_success < 1.0) {
             return bad("target_success must lie strictly between 0 and 1");
@@ -860,7 +863,7 @@ mod tests {
                 ..FrontierConfig::default()
             },
             FrontierConfig {
-                hint_levels: vec![4],
+                hint_levels: vec![frognano_core::Difficulty::MAX_HINT_LEVEL + 1],
                 ..FrontierConfig::default()
             },
         ] {

@@ -41,6 +41,12 @@ pub struct TrainerConfig {
     pub envs: usize,
     /// Environment budgets (of the pool [`GrpoTrainer::new`] builds).
     pub env: EnvConfig,
+    /// A format reward: this much times the fraction of an episode's actions that parsed as
+    /// commands is added to its outcome reward before advantages are computed (0, the default:
+    /// outcome reward only). A way in for small models that do not yet write valid commands,
+    /// whose groups would otherwise all score 0. Learnability and the curriculum's feedback
+    /// keep using the outcome alone.
+    pub format_reward: f64,
 }
 
 impl Default for TrainerConfig {
@@ -56,6 +62,7 @@ impl Default for TrainerConfig {
                 max_steps: 40,
                 ..EnvConfig::default()
             },
+            format_reward: 0.0,
         }
     }
 }
@@ -71,6 +78,11 @@ impl TrainerConfig {
         if self.group_size < 2 {
             return Err(TrainError::Config(
                 "group_size must be at least 2 (advantages compare rollouts of one task)".into(),
+            ));
+        }
+        if !(self.format_reward.is_finite() && self.format_reward >= 0.0) {
+            return Err(TrainError::Config(
+                "format_reward must be a non-negative number".into(),
             ));
         }
         self.env.validate()?;
@@ -371,8 +383,12 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
                 continue;
             };
             groups += 1;
-            let rewards: Vec<f64> = group.iter().map(|r| r.outcome.reward).collect();
-            let p = rewards.iter().filter(|r| **r > 0.0).count() as f64 / rewards.len() as f64;
+            let p =
+                group.iter().filter(|r| r.outcome.reward > 0.0).count() as f64 / group.len() as f64;
+            let rewards: Vec<f64> = group
+                .iter()
+                .map(|r| r.outcome.reward + self.config.format_reward * valid_fraction(&r.steps))
+                .collect();
             learnability_sum += p * (1.0 - p);
             let flat = has_zero_variance(&rewards);
             if flat {
@@ -386,10 +402,10 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
                 .trajectories
                 .last()
                 .map_or(0, |t: &Trajectory| t.group + 1);
-            for (record, advantage) in group.iter().zip(advantages) {
-                batch
-                    .trajectories
-                    .push(trajectory(record, index, advantage));
+            for ((record, advantage), reward) in group.iter().zip(advantages).zip(&rewards) {
+                let mut trajectory = trajectory(record, index, advantage);
+                trajectory.reward = *reward;
+                batch.trajectories.push(trajectory);
             }
         }
         // 4. Learn.
@@ -408,6 +424,10 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
         let summary = EvalSummary::of(&records);
         let mut extra = serde_json::Map::new();
         extra.insert("recovery_rate".into(), json!(summary.recovery_rate));
+        extra.insert(
+            "valid_command_rate".into(),
+            json!(summary.valid_command_rate),
+        );
         extra.insert("met_failure".into(), json!(summary.met_failure));
         extra.insert("groups".into(), json!(groups));
         extra.insert("zero_variance_groups".into(), json!(zero_variance));
@@ -464,6 +484,15 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
     }
 }
 
+/// The fraction of an episode's actions that parsed as commands (a step records its parsed
+/// tool call exactly when the action parsed).
+fn valid_fraction(steps: &[frognano_env::StepRecord]) -> f64 {
+    if steps.is_empty() {
+        return 0.0;
+    }
+    steps.iter().filter(|s| s.tool.is_some()).count() as f64 / steps.len() as f64
+}
+
 /// A trajectory of the batch from an episode record.
 fn trajectory(record: &EpisodeRecord, group: usize, advantage: f64) -> Trajectory {
     Trajectory {
@@ -506,5 +535,36 @@ impl<E: RolloutEnv> Trainer for GrpoTrainer<E> {
         self.iteration += 1;
         self.history.push(metrics.clone());
         Ok(metrics)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frognano_core::{Action, ToolCall};
+    use frognano_env::StepRecord;
+
+    #[test]
+    fn the_format_reward_counts_the_actions_that_parsed_and_must_be_usable() {
+        let step = |n: usize, parsed: bool| {
+            let mut s = StepRecord::new(n, Action::Text { text: "x".into() }, String::new(), 0.0);
+            if parsed {
+                s.tool = Some(ToolCall {
+                    name: "run_tests".into(),
+                    arguments: json!({}),
+                });
+            }
+            s
+        };
+        assert_eq!(valid_fraction(&[]), 0.0);
+        let steps = vec![step(0, true), step(1, false), step(2, true), step(3, false)];
+        assert_eq!(valid_fraction(&steps), 0.5);
+        for bad in [-0.1, f64::NAN] {
+            let config = TrainerConfig {
+                format_reward: bad,
+                ..TrainerConfig::default()
+            };
+            assert!(config.validate().is_err(), "{bad}");
+        }
     }
 }

@@ -52,6 +52,7 @@ fn small_config() -> TrainerConfig {
             max_steps: 40,
             ..EnvConfig::default()
         },
+        format_reward: 0.0,
     }
 }
 

@@ -393,6 +393,7 @@ class GrpoTrainer:
         workers: Optional[int] = None,  # default 0
         max_steps: Optional[int] = None,  # default 40
         metrics_file: Optional[_Path] = None,
+        format_reward: Optional[float] = None,
     ) -> GrpoTrainer: ...
     def iterate(self) -> Dict[str, Any]:
         """One iteration; returns {iteration, resolved_rate, rollouts, extra}."""
