@@ -431,11 +431,18 @@ impl Learner for LanguageModelPolicy {
                 .request(json!({"op": "learn", "batch": path}))
                 .map_err(frognano_core::Error::from)?;
             let mut stats = answer["stats"].as_object().cloned().unwrap_or_default();
-            self.updates += 1;
-            let seconds = self
-                .hand_back(self.updates)
-                .map_err(frognano_core::Error::from)?;
-            stats.insert("handback_s".into(), json!(seconds));
+            // The learner skips batches it has nothing to train on (every trajectory masked
+            // as truncated, say): no update, nothing to hand back.
+            let skipped = stats
+                .get("skipped")
+                .is_some_and(|s| !s.is_null() && *s != json!(false));
+            if !skipped {
+                self.updates += 1;
+                let seconds = self
+                    .hand_back(self.updates)
+                    .map_err(frognano_core::Error::from)?;
+                stats.insert("handback_s".into(), json!(seconds));
+            }
             stats
         };
         stats.insert("updates".into(), json!(self.updates));
