@@ -23,7 +23,8 @@ __all__ = [
     "RepairPolicy", "repair_feature_names", "GrpoTrainer", "FrontierSynthesizer",
     "StaticCurriculum", "EasyToHard", "group_advantages", "learnability", "train",
     "LocalModel", "OnnxPolicy", "fetch_model", "setup_inference", "make_tiny_model",
-    "known_models",
+    "known_models", "convert_checkpoint", "save_token_batch", "_token_batch_raw",
+    "_load_token_batch_raw", "_converter_script",
 ]
 
 __version__: str
