@@ -184,7 +184,17 @@ pub(crate) fn from_py_json(
     value: &Bound<'_, PyAny>,
 ) -> PyResult<serde_json::Value> {
     let text = to_json(py, value)?;
-    serde_json::from_str(&text).map_err(|e| Exception::Frognano.err(py, e.to_string()))
+    serde_json::from_str(&text).map_err(|e| {
+        // Python's json writes NaN and infinities as bare words, which are not JSON.
+        if text.contains("NaN") || text.contains("Infinity") {
+            invalid(
+                py,
+                format!("a value is NaN or infinite, which is not allowed here ({e})"),
+            )
+        } else {
+            Exception::Frognano.err(py, e.to_string())
+        }
+    })
 }
 
 /// A Rust value as the Python object its JSON form parses to.

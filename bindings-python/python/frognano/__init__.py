@@ -97,9 +97,13 @@ from ._frognano import _load_token_batch_raw, _token_batch_raw  # noqa: E402
 def _numpy_arrays(raw: dict) -> dict:
     import numpy as np
 
-    arrays = {name: np.frombuffer(data, dtype=dtype).copy() for name, (dtype, data) in raw.items()
-              if name != "metadata"}
-    arrays["metadata"] = dict(raw["metadata"])
+    arrays = {}
+    for name, value in raw.items():
+        if name == "metadata":
+            arrays[name] = dict(value)
+        else:
+            dtype, data = value
+            arrays[name] = np.frombuffer(data, dtype=dtype).copy()
     return arrays
 
 
