@@ -91,13 +91,18 @@ impl<'de> Deserialize<'de> for PolicyConfig {
                 )));
             }
         };
+        // Name the offending setting by its whole path, as the rest of the configuration does.
+        fn inner<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+            value: serde_json::Value,
+        ) -> std::result::Result<T, E> {
+            serde_path_to_error::deserialize(value).map_err(|err| {
+                let path = err.path().to_string();
+                E::custom(format!("{} (at `policy.{path}`)", err.into_inner()))
+            })
+        }
         match kind.as_str() {
-            "repair" => serde_json::from_value(value)
-                .map(PolicyConfig::Repair)
-                .map_err(D::Error::custom),
-            "onnx" => serde_json::from_value(value)
-                .map(PolicyConfig::Onnx)
-                .map_err(D::Error::custom),
+            "repair" => inner(value).map(PolicyConfig::Repair),
+            "onnx" => inner(value).map(PolicyConfig::Onnx),
             other => Err(D::Error::custom(format!(
                 "unknown policy kind `{other}` (expected `repair` or `onnx`)"
             ))),
@@ -902,5 +907,42 @@ mod tests {
         };
         let kept = named.or_bundled_repos().expect("kept");
         assert_eq!(kept.repos, vec![PathBuf::from("/elsewhere")]);
+    }
+
+    #[test]
+    fn the_policy_table_chooses_the_policy_by_kind_and_names_bad_settings() {
+        let parse = |text: &str| toml::from_str::<TrainConfig>(text).map(|c| c.policy);
+        assert!(matches!(
+            parse("").expect("default"),
+            PolicyConfig::Repair(_)
+        ));
+        assert!(matches!(
+            parse("[policy]\nmax_attempts = 3").expect("repair"),
+            PolicyConfig::Repair(r) if r.max_attempts == 3
+        ));
+        let onnx = parse(
+            "[policy]\nkind = \"onnx\"\nmodel = \"tiny\"\n[policy.generation]\n\
+             max_new_tokens = 8\n[policy.learner]\nlearning_rate = 0.001",
+        )
+        .expect("onnx");
+        let PolicyConfig::Onnx(language) = onnx else {
+            panic!("not a language model: {onnx:?}");
+        };
+        assert_eq!(language.model, "tiny");
+        assert_eq!(language.generation.max_new_tokens, 8);
+        assert_eq!(language.learner["learning_rate"], 0.001);
+        let unknown = parse("[policy]\nkind = \"gpt\"").expect_err("unknown kind");
+        assert!(
+            unknown.to_string().contains("unknown policy kind `gpt`"),
+            "{unknown}"
+        );
+        let misspelt = parse("[policy]\nkind = \"onnx\"\n[policy.generation]\ntemprature = 1")
+            .expect_err("misspelt");
+        assert!(
+            misspelt
+                .to_string()
+                .contains("`policy.generation.temprature`"),
+            "{misspelt}"
+        );
     }
 }
