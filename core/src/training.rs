@@ -32,6 +32,20 @@ pub struct StepSample {
 }
 
 impl StepSample {
+    /// The step a policy's `output` made, answered by `observation`: what the policy recorded
+    /// for a learner (log-probs, prompt and generated ids, loss mask, decision) travels with it.
+    pub fn from_output(output: &crate::PolicyOutput, observation: String) -> Self {
+        StepSample {
+            action: output.action.clone(),
+            observation,
+            logprobs: output.logprobs.clone(),
+            prompt_ids: output.prompt_ids.clone(),
+            token_ids: output.token_ids.clone(),
+            loss_mask: output.loss_mask.clone(),
+            decision: output.decision.clone(),
+        }
+    }
+
     /// The step carries something to learn from (log-probs, tokens or a decision).
     pub fn is_trainable(&self) -> bool {
         !self.logprobs.is_empty() || self.token_ids.is_some() || self.decision.is_some()

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use frognano_core::{
-    Action, Observation, Policy, PolicyContext, StepSample, TokenBatch, TrainingBatch, Trajectory,
+    Observation, Policy, PolicyContext, StepSample, TokenBatch, TrainingBatch, Trajectory,
 };
 use frognano_llm::{DecoderModel, GenerationOptions, OnnxPolicy, OnnxPolicyConfig};
 use serde::{Deserialize, Serialize};
@@ -268,15 +268,7 @@ pub fn bench_learner(
                 advantage: if i % 2 == 0 { 1.0 } else { -1.0 },
                 resolved: i % 2 == 0,
                 truncated: false,
-                steps: vec![StepSample {
-                    action: output.action.clone(),
-                    observation: String::new(),
-                    logprobs: output.logprobs.clone(),
-                    prompt_ids: output.prompt_ids.clone(),
-                    token_ids: output.token_ids.clone(),
-                    loss_mask: output.loss_mask.clone(),
-                    decision: output.decision.clone(),
-                }],
+                steps: vec![StepSample::from_output(output, String::new())],
             })
             .collect(),
     };
@@ -346,17 +338,7 @@ pub fn bench_learner(
                     .iter()
                     .zip(&outputs)
                     .map(|(t, o)| Trajectory {
-                        steps: vec![StepSample {
-                            action: Action::Text {
-                                text: String::new(),
-                            },
-                            observation: String::new(),
-                            logprobs: o.logprobs.clone(),
-                            prompt_ids: o.prompt_ids.clone(),
-                            token_ids: o.token_ids.clone(),
-                            loss_mask: o.loss_mask.clone(),
-                            decision: o.decision.clone(),
-                        }],
+                        steps: vec![StepSample::from_output(o, String::new())],
                         ..t.clone()
                     })
                     .collect(),

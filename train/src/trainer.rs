@@ -403,9 +403,9 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
                 .last()
                 .map_or(0, |t: &Trajectory| t.group + 1);
             for ((record, advantage), reward) in group.iter().zip(advantages).zip(&rewards) {
-                let mut trajectory = trajectory(record, index, advantage);
-                trajectory.reward = *reward;
-                batch.trajectories.push(trajectory);
+                batch
+                    .trajectories
+                    .push(trajectory(record, index, *reward, advantage));
             }
         }
         // 4. Learn.
@@ -493,12 +493,12 @@ fn valid_fraction(steps: &[frognano_env::StepRecord]) -> f64 {
     steps.iter().filter(|s| s.tool.is_some()).count() as f64 / steps.len() as f64
 }
 
-/// A trajectory of the batch from an episode record.
-fn trajectory(record: &EpisodeRecord, group: usize, advantage: f64) -> Trajectory {
+/// A trajectory of the batch from an episode record, with the reward its advantage came from.
+fn trajectory(record: &EpisodeRecord, group: usize, reward: f64, advantage: f64) -> Trajectory {
     Trajectory {
         task_id: record.task_id.clone(),
         group,
-        reward: record.outcome.reward,
+        reward,
         advantage,
         resolved: record.outcome.resolved,
         truncated: record.outcome.truncated,

@@ -149,15 +149,7 @@ fn a_policy_checkpoint_restores_the_same_weights() {
                 advantage: if i == 0 { -1.0 } else { 1.0 },
                 resolved: i == 1,
                 truncated: false,
-                steps: vec![frognano_core::StepSample {
-                    action: o.action.clone(),
-                    observation: String::new(),
-                    logprobs: o.logprobs.clone(),
-                    prompt_ids: o.prompt_ids.clone(),
-                    token_ids: o.token_ids.clone(),
-                    loss_mask: o.loss_mask.clone(),
-                    decision: o.decision.clone(),
-                }],
+                steps: vec![frognano_core::StepSample::from_output(o, String::new())],
             })
             .collect(),
     };
