@@ -290,7 +290,8 @@ fn entry<'py, T>(
 
 /// The outputs a Python policy's `act` returned: per context a str or dict action, or a dict
 /// {"action": ..., "logprobs": [...], "prompt_ids": [...], "token_ids": [...], "loss_mask":
-/// [...], "decision": ...}.
+/// [...], "decision": ..., "error": "why no action could be chosen" (that episode then ends
+/// as failed)}.
 pub(crate) fn outputs_from_py(
     py: Python<'_>,
     returned: &Bound<'_, PyAny>,
@@ -310,6 +311,7 @@ pub(crate) fn outputs_from_py(
                     token_ids: entry(dict, "token_ids", |v| v.extract())?,
                     loss_mask: entry(dict, "loss_mask", |v| v.extract())?,
                     decision: entry(dict, "decision", |v| from_py_json(py, &v))?,
+                    error: entry(dict, "error", |v| v.extract())?,
                 }
             }
             _ => PolicyOutput::action(action_from_py(py, &item)?),

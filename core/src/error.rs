@@ -32,7 +32,7 @@ pub enum ErrorKind {
     Synthesis,
     /// Training could not go on (no tasks, an unusable checkpoint, a failing component).
     Training,
-    /// A local model could not be loaded or run.
+    /// A model, local or served, could not be loaded, reached or run.
     Inference,
     /// The caller cancelled the operation.
     Cancelled,

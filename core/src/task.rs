@@ -391,6 +391,11 @@ pub struct PolicyOutput {
     /// repair policy: the candidates' features and the index chosen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<serde_json::Value>,
+    /// Why the policy could not choose an action for this episode (a served model's request
+    /// failed after its retries, say). The rollout ends such an episode as failed, unresolved
+    /// and marked with this reason, and goes on with the others; `action` is not taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl PolicyOutput {
@@ -403,6 +408,18 @@ impl PolicyOutput {
             token_ids: None,
             loss_mask: None,
             decision: None,
+            error: None,
+        }
+    }
+
+    /// An output that reports that no action could be chosen for this episode (see
+    /// [`PolicyOutput::error`]).
+    pub fn failed(reason: impl Into<String>) -> Self {
+        PolicyOutput {
+            error: Some(reason.into()),
+            ..PolicyOutput::action(Action::Text {
+                text: String::new(),
+            })
         }
     }
 }

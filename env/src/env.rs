@@ -349,6 +349,7 @@ impl RepoEnv {
             patch: agent_patch,
             reset_ms: ep.reset_ms,
             duration_s,
+            policy_error: None,
         })
     }
 }

@@ -265,13 +265,30 @@ impl<E: RolloutEnv> EnvPool<E> {
                     active.len()
                 )));
             }
-            let inputs: Vec<(usize, &Action)> = active
-                .iter()
-                .zip(&outputs)
-                .map(|(&i, o)| (i, &o.action))
-                .collect();
+            // An episode the policy could not act for ends here, failed; the others step.
+            let mut stepped = Vec::with_capacity(active.len());
+            for (&env, output) in active.iter().zip(&outputs) {
+                let Some(reason) = &output.error else {
+                    stepped.push((env, output));
+                    continue;
+                };
+                let task = running[env].map(|t| &tasks[t]);
+                let mut record = self.envs[env]
+                    .record()
+                    .or_else(|| task.map(unfinished_record))
+                    .ok_or_else(|| {
+                        EnvError::InvalidOption(format!("environment {env} has no episode"))
+                    })?;
+                record.policy_error = Some(reason.clone());
+                stats.episodes += 1;
+                stats.failed_episodes += 1;
+                on_episode(record);
+                running[env] = None;
+            }
+            let inputs: Vec<(usize, &Action)> =
+                stepped.iter().map(|(i, o)| (*i, &o.action)).collect();
             let results = self.step_some(&inputs);
-            for ((&env, output), result) in active.iter().zip(&outputs).zip(results) {
+            for ((env, output), result) in stepped.into_iter().zip(results) {
                 stats.steps += 1;
                 let result = result?;
                 self.envs[env].annotate_last_step(output);
@@ -292,6 +309,33 @@ impl<E: RolloutEnv> EnvPool<E> {
     }
 }
 
+/// The record of an episode of `task` that ended before the environment could say how (its
+/// policy failed), for environments that keep no record of unfinished episodes.
+fn unfinished_record(task: &Task) -> EpisodeRecord {
+    EpisodeRecord {
+        task_id: task.id.clone(),
+        outcome: frognano_core::EpisodeOutcome {
+            task_id: task.id.clone(),
+            resolved: false,
+            reward: 0.0,
+            steps: 0,
+            tool_errors: 0,
+            test_runs: 0,
+            met_failure: false,
+            recovered: false,
+            submitted: false,
+            truncated: false,
+        },
+        initial_observation: String::new(),
+        steps: Vec::new(),
+        grading: None,
+        patch: String::new(),
+        reset_ms: 0.0,
+        duration_s: 0.0,
+        policy_error: None,
+    }
+}
+
 /// Counters of one rollout.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RolloutStats {
@@ -305,6 +349,10 @@ pub struct RolloutStats {
     pub resets: usize,
     /// Tasks that could not be reset.
     pub failed_resets: usize,
+    /// Episodes that failed because the policy could not choose an action (counted in
+    /// `episodes` too).
+    #[serde(default)]
+    pub failed_episodes: usize,
     /// Seconds spent in reset calls.
     pub reset_s: f64,
     /// Wall-clock seconds.
@@ -355,6 +403,13 @@ pub struct EvalSummary {
     /// valid_actions / actions (0 when no action was taken).
     #[serde(default)]
     pub valid_command_rate: f64,
+    /// Episodes that failed because the policy could not act (a served model's request
+    /// failed); they count as unresolved.
+    #[serde(default)]
+    pub failed_episodes: usize,
+    /// The first such failure's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_policy_error: Option<String>,
 }
 
 impl EvalSummary {
@@ -386,6 +441,8 @@ impl EvalSummary {
             actions,
             valid_actions,
             valid_command_rate: ratio(valid_actions, actions),
+            failed_episodes: count(&|r| r.policy_error.is_some()),
+            first_policy_error: records.iter().find_map(|r| r.policy_error.clone()),
         }
     }
 }
@@ -483,6 +540,7 @@ mod tests {
                 patch: String::new(),
                 reset_ms: 0.0,
                 duration_s: 0.0,
+                policy_error: None,
             })
         }
     }
@@ -548,6 +606,48 @@ mod tests {
             [("one".into(), 1), ("three".into(), 3), ("two".into(), 2)]
         );
     }
+    /// Fails every episode of task `fail` at its second step; waits elsewhere.
+    struct FailsOne;
+
+    impl Policy for FailsOne {
+        fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
+            Ok(contexts
+                .iter()
+                .map(|c| {
+                    if c.task_id == "fail" && !c.history.is_empty() {
+                        PolicyOutput::failed("the server went away")
+                    } else {
+                        PolicyOutput::action(Action::Text {
+                            text: "wait".into(),
+                        })
+                    }
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn an_episode_the_policy_cannot_act_for_fails_alone() {
+        let envs = (0..3).map(|_| Countdown::default()).collect();
+        let mut pool = EnvPool::from_envs(envs, 2).expect("pool");
+        let tasks = [task("one", 1), task("fail", 3), task("two", 2), task("four", 4)];
+        let mut records = Vec::new();
+        let stats = pool
+            .rollout(&mut FailsOne, &tasks, |r| records.push(r), |_, _| {})
+            .expect("rollout");
+        assert_eq!((stats.episodes, stats.resolved, stats.failed_episodes), (4, 3, 1));
+        let failed: Vec<_> = records.iter().filter(|r| r.policy_error.is_some()).collect();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].task_id, "fail");
+        assert!(!failed[0].outcome.resolved);
+        assert_eq!(failed[0].policy_error.as_deref(), Some("the server went away"));
+        // This environment keeps no record of an unfinished episode: the pool makes one.
+        assert!(failed[0].steps.is_empty());
+        let summary = EvalSummary::of(&records);
+        assert_eq!((summary.failed_episodes, summary.resolved), (1, 3));
+        assert_eq!(summary.first_policy_error.as_deref(), Some("the server went away"));
+    }
+
     #[test]
     fn the_summary_counts_valid_commands_and_reads_old_json() {
         let step = |n: usize, parsed: bool| {
@@ -582,6 +682,7 @@ mod tests {
             patch: String::new(),
             reset_ms: 0.0,
             duration_s: 0.0,
+            policy_error: None,
         };
         let records = [
             record(vec![step(1, false), step(2, false), step(3, true)], true),

@@ -219,4 +219,9 @@ pub struct EpisodeRecord {
     pub reset_ms: f64,
     /// Seconds from reset to the end.
     pub duration_s: f64,
+    /// Why the episode failed before it ended on its own: the policy could not choose an
+    /// action (see [`frognano_core::PolicyOutput::error`]). Such an episode is unresolved and
+    /// carries no learning signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_error: Option<String>,
 }

@@ -34,6 +34,41 @@ edit src/pkg/module.py
 >>>>>>> REPLACE
 submit";
 
+/// The chat of an episode as every chat-model policy prompts it: the system prompt
+/// ([`DEFAULT_SYSTEM_PROMPT`] when none is given), the first observation as the user's message,
+/// a note when the oldest `skip_turns` turns are left out to fit a context, then one assistant
+/// message (the action's text) and one user message (the observation) per turn.
+pub fn episode_messages(
+    system_prompt: Option<&str>,
+    context: &PolicyContext,
+    skip_turns: usize,
+) -> Vec<ChatMessage> {
+    let system = system_prompt.unwrap_or(DEFAULT_SYSTEM_PROMPT).to_string();
+    let mut messages = vec![
+        ChatMessage::new("system", system),
+        ChatMessage::new("user", context.initial.text.clone()),
+    ];
+    if skip_turns > 0 {
+        messages.push(ChatMessage::new(
+            "user",
+            format!("({skip_turns} earlier turns omitted to fit the context.)"),
+        ));
+    }
+    for turn in context.history.iter().skip(skip_turns) {
+        messages.push(ChatMessage::new("assistant", action_text(&turn.action)));
+        messages.push(ChatMessage::new("user", turn.observation.text.clone()));
+    }
+    messages
+}
+
+/// The text of an action as the model would have written it (a tool call as its JSON).
+pub fn action_text(action: &Action) -> String {
+    match action {
+        Action::Text { text } => text.clone(),
+        Action::Tool(call) => serde_json::to_string(call).unwrap_or_default(),
+    }
+}
+
 /// How an [`OnnxPolicy`] prompts and samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -67,13 +102,6 @@ pub struct OnnxPolicy {
     codec: TextCodec,
     config: OnnxPolicyConfig,
     calls: u64,
-}
-
-fn action_text(action: &Action) -> String {
-    match action {
-        Action::Text { text } => text.clone(),
-        Action::Tool(call) => serde_json::to_string(call).unwrap_or_default(),
-    }
 }
 
 impl OnnxPolicy {
@@ -143,26 +171,7 @@ impl OnnxPolicy {
 
     /// The chat of an episode, with its oldest `skip_turns` turns left out.
     pub fn messages(&self, context: &PolicyContext, skip_turns: usize) -> Vec<ChatMessage> {
-        let system = self
-            .config
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
-        let mut messages = vec![
-            ChatMessage::new("system", system),
-            ChatMessage::new("user", context.initial.text.clone()),
-        ];
-        if skip_turns > 0 {
-            messages.push(ChatMessage::new(
-                "user",
-                format!("({skip_turns} earlier turns omitted to fit the context.)"),
-            ));
-        }
-        for turn in context.history.iter().skip(skip_turns) {
-            messages.push(ChatMessage::new("assistant", action_text(&turn.action)));
-            messages.push(ChatMessage::new("user", turn.observation.text.clone()));
-        }
-        messages
+        episode_messages(self.config.system_prompt.as_deref(), context, skip_turns)
     }
 
     fn prompt_budget(&self) -> usize {
@@ -268,6 +277,7 @@ impl OnnxPolicy {
                 // Every generated token is the model's own, the final stop token included.
                 loss_mask: Some(vec![true; g.token_ids.len()]),
                 token_ids: Some(g.token_ids),
+                error: None,
             })
             .collect())
     }

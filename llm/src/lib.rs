@@ -20,7 +20,9 @@ pub mod runtime;
 pub mod sampling;
 pub mod tokenizer;
 
-pub use agent::{DEFAULT_SYSTEM_PROMPT, OnnxPolicy, OnnxPolicyConfig};
+pub use agent::{
+    DEFAULT_SYSTEM_PROMPT, OnnxPolicy, OnnxPolicyConfig, action_text, episode_messages,
+};
 pub use checkpoint::convert_checkpoint;
 pub use error::{InferenceError, Result};
 pub use generate::{FinishReason, Generation, GenerationOptions, GenerationTiming, generate};

@@ -10,7 +10,8 @@
 //! and curriculum research on a CPU. And it re-exports [`OnnxPolicy`] from [`llm`]
 //! (`frognano-llm`): a local language model run with ONNX Runtime (int4 or fp32), batched
 //! generation with a key/value cache and per-token log-probs, acting through the same tool
-//! protocol.
+//! protocol; and [`HttpPolicy`] from `frognano-serve`: a model behind any OpenAI-compatible
+//! server (vLLM, SGLang, Ollama, llama.cpp), asked over HTTP with many episodes in flight.
 
 mod baselines;
 mod repair;
@@ -20,5 +21,6 @@ pub use frognano_llm as llm;
 
 pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, edits_between};
 pub use frognano_llm::{OnnxPolicy, OnnxPolicyConfig};
+pub use frognano_serve::{HttpApi, HttpPolicy, HttpPolicyConfig};
 pub use repair::{RepairConfig, RepairPolicy, feature_names, repair_operators};
 pub use spec::{POLICY_SPEC_FORMS, PolicySpec, policy_from_spec};

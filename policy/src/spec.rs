@@ -5,13 +5,14 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use frognano_core::{Error, Policy, Result, Task};
+use frognano_llm::GenerationOptions;
 use frognano_llm::assets::Progress;
 
 use crate::{NoopPolicy, OnnxPolicy, OnnxPolicyConfig, OraclePolicy, RandomPolicy};
 
 /// The names a spec may start with, as shown in error messages.
 pub const POLICY_SPEC_FORMS: &str =
-    "oracle, noop, random[:SEED], repair[:CHECKPOINT] or onnx:MODEL";
+    "oracle, noop, random[:SEED], repair[:CHECKPOINT], onnx:MODEL or openai:URL@MODEL";
 
 /// A policy named by a string.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,15 @@ pub enum PolicySpec {
     /// registry name such as `smollm2-135m` or `smollm2-135m:fp32`) with the default settings.
     Onnx {
         /// The model argument.
+        model: String,
+    },
+    /// `openai:URL@MODEL`: a model behind an OpenAI-compatible server (vLLM, SGLang, Ollama,
+    /// llama.cpp's server, `frognano serve`), e.g. `openai:http://127.0.0.1:11434/v1@qwen2.5-coder:7b`;
+    /// chat completions with the default settings (see [`crate::HttpPolicyConfig`]).
+    Http {
+        /// The API's base URL.
+        base_url: String,
+        /// The model name the server knows.
         model: String,
     },
 }
@@ -71,6 +81,25 @@ impl FromStr for PolicySpec {
                 "policy",
                 format!("{spec:?}: name the model, as in onnx:smollm2-135m or onnx:DIR"),
             )),
+            ("openai", Some(target)) => match target.rsplit_once('@') {
+                Some((url, model)) if !url.is_empty() && !model.is_empty() => {
+                    Ok(PolicySpec::Http {
+                        base_url: url.to_string(),
+                        model: model.to_string(),
+                    })
+                }
+                _ => Err(Error::invalid(
+                    "policy",
+                    format!(
+                        "{spec:?}: give the server and the model, as in \
+                         openai:http://127.0.0.1:8000/v1@MODEL"
+                    ),
+                )),
+            },
+            ("openai", None) => Err(Error::invalid(
+                "policy",
+                format!("{spec:?}: give the server and the model, as in openai:http://127.0.0.1:8000/v1@MODEL"),
+            )),
             _ => Err(Error::invalid(
                 "policy",
                 format!("unknown policy {spec:?}: use {POLICY_SPEC_FORMS}"),
@@ -85,6 +114,19 @@ impl PolicySpec {
     /// and converted on first use). A model that cannot be loaded is an
     /// [`ErrorKind::Inference`](frognano_core::ErrorKind::Inference) error.
     pub fn build(&self, tasks: &[Task], progress: Progress<'_>) -> Result<Box<dyn Policy>> {
+        self.build_with(tasks, progress, None)
+    }
+
+    /// [`PolicySpec::build`], with the sampling of a model policy (`onnx:` or `openai:`) set to
+    /// `generation` instead of its default (greedy, 384 tokens); other policies ignore it. A
+    /// served model's server is asked first whether it serves the model (see
+    /// [`crate::HttpPolicy::connect`]).
+    pub fn build_with(
+        &self,
+        tasks: &[Task],
+        progress: Progress<'_>,
+        generation: Option<&GenerationOptions>,
+    ) -> Result<Box<dyn Policy>> {
         Ok(match self {
             PolicySpec::Oracle => Box::new(OraclePolicy::new(tasks)),
             PolicySpec::Noop => Box::new(NoopPolicy),
@@ -108,7 +150,19 @@ impl PolicySpec {
             }
             PolicySpec::Onnx { model } => {
                 let dir = frognano_llm::assets::resolve_model(model, progress)?;
-                Box::new(OnnxPolicy::load(&dir, OnnxPolicyConfig::default())?)
+                let mut config = OnnxPolicyConfig::default();
+                if let Some(generation) = generation {
+                    config.generation = generation.clone();
+                }
+                Box::new(OnnxPolicy::load(&dir, config)?)
+            }
+            PolicySpec::Http { base_url, model } => {
+                let mut config = crate::HttpPolicyConfig::new(base_url.clone(), model.clone());
+                if let Some(generation) = generation {
+                    config.generation = generation.clone();
+                }
+                progress(&format!("connecting to {base_url}"));
+                Box::new(crate::HttpPolicy::connect(config)?)
             }
         })
     }
@@ -141,6 +195,16 @@ mod tests {
                 checkpoint: Some("ck.json".into())
             })
         );
+        assert_eq!(
+            parse("openai:http://127.0.0.1:11434/v1@qwen2.5-coder:7b"),
+            Some(PolicySpec::Http {
+                base_url: "http://127.0.0.1:11434/v1".into(),
+                model: "qwen2.5-coder:7b".into()
+            })
+        );
+        for bad in ["openai", "openai:", "openai:http://h/v1", "openai:@m", "openai:http://h@"] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
         assert_eq!(
             parse("onnx:smollm2-135m:fp32"),
             Some(PolicySpec::Onnx {

@@ -363,8 +363,10 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
             )));
         }
         // 3. Rewards and advantages per group (in proposal order).
+        // An episode the policy could not act for (a served model's failed request) says
+        // nothing about the policy: it is left out of the groups.
         let mut by_task: BTreeMap<&str, Vec<&EpisodeRecord>> = BTreeMap::new();
-        for r in &records {
+        for r in records.iter().filter(|r| r.policy_error.is_none()) {
             by_task.entry(r.task_id.as_str()).or_default().push(r);
         }
         let mut batch = TrainingBatch {

@@ -127,6 +127,7 @@ impl RolloutEnv for ScriptedEnv {
             patch: String::new(),
             reset_ms: 0.0,
             duration_s: 0.0,
+            policy_error: None,
         })
     }
 }

@@ -1,0 +1,1 @@
+//! `frognano serve`: FrogNano's ONNX models behind an OpenAI-compatible HTTP server.
