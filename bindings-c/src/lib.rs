@@ -46,7 +46,8 @@
 //!   template; `frognano_model_generate` takes a JSON request (prompts as text, token ids or
 //!   conversations, and the sampling options) and returns the generations (token ids,
 //!   per-token log-probabilities, text) as JSON. `frognano_evaluate` also takes a local model
-//!   as its policy (`"onnx:MODEL"`).
+//!   as its policy (`"onnx:MODEL"`), or one behind an OpenAI-compatible server
+//!   (`"openai:URL@MODEL"`).
 //!
 //! What the guest does (failing tests, timeouts, memory or output floods, interpreter crashes)
 //! is never an error: it is the report's `FrognanoRunOutcome`.

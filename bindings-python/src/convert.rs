@@ -345,5 +345,8 @@ pub(crate) fn output_json(output: &PolicyOutput) -> Value {
     if let Some(mask) = &output.loss_mask {
         map.insert("loss_mask".into(), json!(mask));
     }
+    if let Some(error) = &output.error {
+        map.insert("error".into(), json!(error));
+    }
     Value::Object(map)
 }

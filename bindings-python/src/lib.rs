@@ -18,6 +18,7 @@ mod llm;
 mod model;
 mod policy;
 mod sandbox;
+mod served;
 mod synth;
 mod tokens;
 mod train;
@@ -33,6 +34,7 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     policy::register(m)?;
     model::register(m)?;
     llm::register(m)?;
+    served::register(m)?;
     curriculum::register(m)?;
     train::register(m)?;
     tokens::register(m)?;

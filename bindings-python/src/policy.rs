@@ -22,6 +22,7 @@ use crate::convert::{
 };
 use crate::errors::py_err;
 use crate::llm::{PyOnnxPolicy, ensure_runtime};
+use crate::served::PyHttpPolicy;
 
 // ---------------------------------------------------------------------------------------------
 // Adapters.
@@ -120,7 +121,8 @@ impl<P: Learner + ?Sized> Learner for Interruptible<P> {
 }
 
 /// A policy named by a string: "onnx:MODEL" (an OnnxPolicy with the default settings on a
-/// model folder or registry name) or a baseline ("oracle", "noop", "random[:SEED]", ...).
+/// model folder or registry name), "openai:URL@MODEL" (an HttpPolicy with the default
+/// settings) or a baseline ("oracle", "noop", "random[:SEED]", ...).
 fn policy_from_spec(py: Python<'_>, spec: &str, tasks: &[Task]) -> PyResult<Box<dyn Policy>> {
     let spec: PolicySpec = spec.parse().map_err(|e| py_err(py, e))?;
     if matches!(spec, PolicySpec::Onnx { .. }) {
@@ -143,7 +145,10 @@ pub(crate) fn evaluation_policy(
         Some(p) => match (p.cast::<PyOnnxPolicy>(), p.extract::<String>()) {
             (Ok(onnx), _) => onnx.get().shared(),
             (_, Ok(spec)) => policy_from_spec(py, &spec, tasks)?,
-            _ => PyAgent::boxed(p, &ErrorSlot::default()),
+            _ => match p.cast::<PyHttpPolicy>() {
+                Ok(http) => http.get().shared(),
+                Err(_) => PyAgent::boxed(p, &ErrorSlot::default()),
+            },
         },
     })
 }
@@ -158,12 +163,12 @@ pub(crate) fn learning_policy(
     if let Ok(repair) = policy.cast::<PyRepairPolicy>() {
         return Ok(Box::new(SharedRepair(repair.get().inner.clone())));
     }
-    if policy.cast::<PyOnnxPolicy>().is_ok() {
+    if policy.cast::<PyOnnxPolicy>().is_ok() || policy.cast::<PyHttpPolicy>().is_ok() {
         return Err(invalid(
             py,
-            "an OnnxPolicy acts but does not learn: hand the trainer an object whose \
-             act(contexts) calls the OnnxPolicy and whose learn(batch) updates your model \
-             (GrpoTrainer.evaluate takes an OnnxPolicy as it is)"
+            "an OnnxPolicy or HttpPolicy acts but does not learn: hand the trainer an object \
+             whose act(contexts) calls it and whose learn(batch) updates your model \
+             (GrpoTrainer.evaluate takes either as it is)"
                 .into(),
         ));
     }
@@ -193,6 +198,9 @@ pub(crate) fn acting_policy(
     }
     if let Ok(onnx) = policy.cast::<PyOnnxPolicy>() {
         return Ok(onnx.get().shared());
+    }
+    if let Ok(http) = policy.cast::<PyHttpPolicy>() {
+        return Ok(http.get().shared());
     }
     if let Ok(spec) = policy.extract::<String>() {
         return policy_from_spec(py, &spec, tasks);

@@ -1,5 +1,6 @@
-//! `frognano agent REPO`: a local model tries to make a repository's failing tests pass inside the
-//! sandbox. The user's files change only with `--apply`.
+//! `frognano agent REPO`: a local model, or one behind an OpenAI-compatible server
+//! (`--endpoint`), tries to make a repository's failing tests pass inside the sandbox. The user's
+//! files change only with `--apply`.
 
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use clap::Args;
 use frognano_core::{Policy, RepoSource, Task, TestOutcome};
 use frognano_env::{EnvConfig, RepoEnv, patch};
 use frognano_policy::llm::{GenerationOptions, OnnxPolicy, OnnxPolicyConfig};
+use frognano_policy::{HttpPolicy, HttpPolicyConfig};
 use frognano_sandbox::TestRequest;
 
 use crate::models::{resolve_with_progress, spinner};
@@ -19,9 +21,20 @@ use crate::{ImageArgs, open_sandbox};
 pub struct AgentArgs {
     /// The repository (a folder with a pytest suite) whose failing tests the agent should fix.
     repo: PathBuf,
-    /// Model folder or registry name.
+    /// Model folder or registry name; with --endpoint, the name the server knows the model by.
     #[arg(long, default_value = "smollm2-135m")]
     model: String,
+    /// An OpenAI-compatible server to ask instead of a local model (Ollama:
+    /// http://127.0.0.1:11434/v1, vLLM and `frognano serve`: http://127.0.0.1:8000/v1).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// With --endpoint: the environment variable holding the API key.
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    api_key_env: String,
+    /// With --endpoint: act through native tool calls (the server must support `tools`)
+    /// instead of text commands.
+    #[arg(long)]
+    tools: bool,
     /// Write the agent's changes into REPO (default: only print the diff).
     #[arg(long)]
     apply: bool,
@@ -58,7 +71,37 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
     let repo = std::fs::canonicalize(&args.repo)
         .with_context(|| format!("resolve {}", args.repo.display()))?;
-    let model_dir = resolve_with_progress(&args.model)?;
+    let generation = GenerationOptions {
+        max_new_tokens: args.max_new_tokens,
+        temperature: args.temperature,
+        seed: args.seed,
+        ..GenerationOptions::default()
+    };
+    let mut policy: Box<dyn Policy> = match &args.endpoint {
+        Some(endpoint) => {
+            let bar = spinner("server");
+            bar.set_message(format!("connecting to {endpoint}"));
+            let policy = HttpPolicy::connect(HttpPolicyConfig {
+                api_key_env: args.api_key_env.clone(),
+                tool_calls: args.tools,
+                generation,
+                ..HttpPolicyConfig::new(endpoint.clone(), args.model.clone())
+            });
+            bar.finish_and_clear();
+            Box::new(policy?)
+        }
+        None => {
+            if args.tools {
+                bail!("--tools needs --endpoint (a local model acts through text commands)");
+            }
+            let model_dir = resolve_with_progress(&args.model)?;
+            let config = OnnxPolicyConfig {
+                generation,
+                ..OnnxPolicyConfig::default()
+            };
+            Box::new(OnnxPolicy::load(&model_dir, config)?)
+        }
+    };
     let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
     let bar = spinner("tests");
     bar.set_message("running the suite in the sandbox");
@@ -127,16 +170,6 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         limits: prepared.config.limits(),
         metadata: serde_json::Map::new(),
     };
-    let config = OnnxPolicyConfig {
-        generation: GenerationOptions {
-            max_new_tokens: args.max_new_tokens,
-            temperature: args.temperature,
-            seed: args.seed,
-            ..GenerationOptions::default()
-        },
-        ..OnnxPolicyConfig::default()
-    };
-    let mut policy = OnnxPolicy::load(&model_dir, config)?;
     let mut env = RepoEnv::new(
         sandbox,
         EnvConfig {
@@ -153,6 +186,10 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
             .act(std::slice::from_ref(&context))?
             .pop()
             .context("the policy returned no action")?;
+        if let Some(error) = &output.error {
+            bar.finish_and_clear();
+            bail!("step {step}: the model could not answer: {error}");
+        }
         let action_text = match &output.action {
             frognano_core::Action::Text { text } => text.clone(),
             frognano_core::Action::Tool(call) => serde_json::to_string(call)?,

@@ -12,9 +12,9 @@ use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, RepoEnv, patch, repo, taskset};
+use frognano_policy::OraclePolicy;
 use frognano_policy::PolicySpec;
 use frognano_policy::llm::GenerationOptions;
-use frognano_policy::{OnnxPolicy, OnnxPolicyConfig, OraclePolicy};
 use frognano_sandbox::{Sandbox, workspace};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -26,8 +26,9 @@ pub struct EvalArgs {
     /// sample tasks.
     #[arg(long)]
     tasks: Option<PathBuf>,
-    /// Policy: oracle, noop, random[:SEED], repair[:CHECKPOINT] or onnx:MODEL (a model folder
-    /// or a registry name such as smollm2-135m; greedy).
+    /// Policy: oracle, noop, random[:SEED], repair[:CHECKPOINT], onnx:MODEL (a model folder
+    /// or a registry name such as smollm2-135m; greedy) or openai:URL@MODEL (a model behind an
+    /// OpenAI-compatible server, e.g. openai:http://127.0.0.1:11434/v1@qwen2.5-coder:7b).
     #[arg(long, default_value = "oracle")]
     policy: String,
     /// Write one episode record per line here (trajectories, per-test grading).
@@ -45,13 +46,13 @@ pub struct EvalArgs {
     /// Observation characters per episode.
     #[arg(long, default_value_t = EnvConfig::default().max_observation_chars)]
     max_observation_chars: usize,
-    /// Sampling temperature of an onnx:MODEL policy (0: greedy).
+    /// Sampling temperature of a model policy (onnx: or openai:) (0: greedy).
     #[arg(long, default_value_t = 0.0)]
     temperature: f32,
-    /// Most tokens per reply of an onnx:MODEL policy.
+    /// Most tokens per reply of a model policy (onnx: or openai:).
     #[arg(long, default_value_t = 384)]
     max_new_tokens: usize,
-    /// Sampling seed of an onnx:MODEL policy.
+    /// Sampling seed of a model policy (onnx: or openai:).
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Episodes per task (useful with --temperature above 0).
@@ -107,23 +108,17 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
             .collect();
     }
     let spec: PolicySpec = args.policy.parse()?;
+    let generation = GenerationOptions {
+        max_new_tokens: args.max_new_tokens,
+        temperature: args.temperature,
+        seed: args.seed,
+        ..GenerationOptions::default()
+    };
     let mut policy = match &spec {
-        PolicySpec::Onnx { model } => {
+        PolicySpec::Onnx { model } | PolicySpec::Http { model, .. } => {
             let bar = crate::models::spinner(model);
             let progress = |message: &str| bar.set_message(message.to_string());
-            let policy =
-                frognano_policy::llm::assets::resolve_model(model, &progress).and_then(|dir| {
-                    let config = OnnxPolicyConfig {
-                        generation: GenerationOptions {
-                            max_new_tokens: args.max_new_tokens,
-                            temperature: args.temperature,
-                            seed: args.seed,
-                            ..GenerationOptions::default()
-                        },
-                        ..OnnxPolicyConfig::default()
-                    };
-                    Ok(Box::new(OnnxPolicy::load(&dir, config)?) as Box<dyn frognano_core::Policy>)
-                });
+            let policy = spec.build_with(&tasks, &progress, Some(&generation));
             bar.finish_and_clear();
             policy?
         }
@@ -223,6 +218,13 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
                 "tasks that failed to reset",
                 report.failed_tasks.len().to_string()
             ),
+            (
+                "episodes the policy failed",
+                match &summary.first_policy_error {
+                    Some(error) => format!("{} (first: {error})", summary.failed_episodes),
+                    None => summary.failed_episodes.to_string(),
+                }
+            ),
             ("env steps/s", format!("{:.1}", report.steps_per_s)),
             ("mean reset", format!("{:.2} ms", report.mean_reset_ms)),
             (
@@ -237,9 +239,9 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_code(&report))
 }
 
-/// 0 when every task ran, 1 when some could not be reset.
+/// 0 when every task ran, 1 when some could not be reset or the policy failed some episodes.
 fn exit_code(report: &frognano_env::EvalReport) -> ExitCode {
-    if report.all_ran() {
+    if report.all_ran() && report.summary.failed_episodes == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

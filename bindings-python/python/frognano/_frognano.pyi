@@ -22,7 +22,7 @@ __all__ = [
     "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
     "RepairPolicy", "repair_feature_names", "GrpoTrainer", "FrontierSynthesizer",
     "StaticCurriculum", "EasyToHard", "group_advantages", "learnability", "train",
-    "LocalModel", "OnnxPolicy", "fetch_model", "setup_inference", "make_tiny_model",
+    "LocalModel", "OnnxPolicy", "HttpPolicy", "fetch_model", "setup_inference", "make_tiny_model",
     "known_models", "convert_checkpoint", "save_token_batch", "_token_batch_raw",
     "_load_token_batch_raw", "_converter_script",
 ]
@@ -544,6 +544,25 @@ class OnnxPolicy:
     def config(self) -> Dict[str, Any]: ...
     @property
     def path(self) -> str: ...
+
+class HttpPolicy:
+    """A model behind an OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp's server,
+    frognano serve) acting through the environment's tool protocol; usable wherever a policy is
+    taken. It does not learn. options: api, tool_calls, api_key_env, generation, logprobs,
+    system_prompt, max_prompt_chars, concurrency, timeout_s, connect_timeout_s, retries,
+    backoff_s, max_reply_bytes, chat_template_dir, extra_body."""
+
+    def __new__(
+        cls, base_url: str, model: str, *, check: bool = True, **options: Any
+    ) -> HttpPolicy: ...
+    def act(self, contexts: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Per context a dict {"action", "logprobs", "token_ids", "prompt_ids", "decision"},
+        plus "error" when the server could not be asked."""
+    def models(self) -> Optional[List[str]]: ...
+    @property
+    def config(self) -> Dict[str, Any]: ...
+    @property
+    def base_url(self) -> str: ...
 
 def fetch_model(name: str, progress: Optional[Callable[[str], None]] = None) -> str:
     """Fetches and converts a registry model; returns its cache folder (int4/, fp32/ inside),
