@@ -32,7 +32,7 @@ impl Policy for SharedHttp {
 /// "completions"), tool_calls (native tool calls), api_key_env (default "OPENAI_API_KEY"),
 /// generation (a dict: max_new_tokens, temperature, top_p, top_k, seed, stop), logprobs,
 /// system_prompt, max_prompt_chars, concurrency, timeout_s, connect_timeout_s, retries,
-/// backoff_s, max_reply_bytes, chat_template_dir, extra_body.
+/// backoff_s, max_reply_bytes, chat_template_dir, token_id_prompts, extra_body.
 ///
 /// A request that still fails after its retries fails only its episode: its output carries
 /// "error" and the rollout ends that episode as failed (record "policy_error").

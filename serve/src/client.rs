@@ -74,10 +74,14 @@ pub struct HttpPolicyConfig {
     pub backoff_s: f64,
     /// Largest reply body accepted, in bytes.
     pub max_reply_bytes: usize,
-    /// Completions only: a model folder (or registry name) whose tokenizer and chat template
-    /// render the prompt, sent as token ids so that the recorded prompt ids are exact. Absent:
-    /// the prompt is rendered as ChatML text.
+    /// Completions only: a model folder whose tokenizer and chat template render the prompt;
+    /// the prompt ids recorded are its tokens. Absent: the prompt is rendered as ChatML text and
+    /// no prompt ids are recorded (unless the server returns them).
     pub chat_template_dir: Option<PathBuf>,
+    /// Completions with `chat_template_dir`: send the prompt as token ids, so that the server
+    /// runs exactly the recorded ids (vLLM, SGLang and `frognano serve` accept them;
+    /// llama-cpp-python's server does not). Off: the rendered text is sent.
+    pub token_id_prompts: bool,
     /// Fields merged into every request body (e.g. `{"chat_template_kwargs": {...}}`).
     pub extra_body: Map<String, Value>,
 }
@@ -101,6 +105,7 @@ impl Default for HttpPolicyConfig {
             backoff_s: 0.5,
             max_reply_bytes: 4 << 20,
             chat_template_dir: None,
+            token_id_prompts: false,
             extra_body: Map::new(),
         }
     }
@@ -121,7 +126,10 @@ impl HttpPolicyConfig {
         let url = reqwest::Url::parse(&self.base_url).map_err(|e| {
             ServeError::invalid(
                 "base_url",
-                format!("{:?} is not a URL ({e}); e.g. http://127.0.0.1:8000/v1", self.base_url),
+                format!(
+                    "{:?} is not a URL ({e}); e.g. http://127.0.0.1:8000/v1",
+                    self.base_url
+                ),
             )
         })?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -279,12 +287,16 @@ impl HttpPolicy {
             if let Some(key) = &self.api_key {
                 request = request.bearer_auth(key);
             }
-            let response = request.send().await.map_err(|e| transport_error(&url, e, &self.config))?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| transport_error(&url, e, &self.config))?;
             let status = response.status();
             if status == reqwest::StatusCode::NOT_FOUND {
                 return Ok(None);
             }
-            let body = read_bounded(&url, response, self.config.max_reply_bytes, &self.config).await?;
+            let body =
+                read_bounded(&url, response, self.config.max_reply_bytes, &self.config).await?;
             if !status.is_success() {
                 return Err(status_error(&url, status.as_u16(), &body));
             }
@@ -370,7 +382,11 @@ impl HttpPolicy {
 
     /// The request body of one episode's next action (and the prompt ids, when the policy
     /// tokenizes the prompt itself).
-    fn request_body(&self, context: &PolicyContext, seed: u64) -> Result<(String, Value, Option<Vec<u32>>)> {
+    fn request_body(
+        &self,
+        context: &PolicyContext,
+        seed: u64,
+    ) -> Result<(String, Value, Option<Vec<u32>>)> {
         let generation = &self.config.generation;
         let mut body = Map::new();
         body.insert("model".into(), json!(self.config.model));
@@ -396,7 +412,8 @@ impl HttpPolicy {
                 }
                 if self.config.logprobs {
                     body.insert("logprobs".into(), json!(true));
-                    body.insert("top_logprobs".into(), json!(0));
+                    // 1, not 0: llama.cpp's server returns no log-probs at all for 0.
+                    body.insert("top_logprobs".into(), json!(1));
                 }
                 "chat/completions"
             }
@@ -412,8 +429,13 @@ impl HttpPolicy {
                     .collect();
                 match &self.codec {
                     Some(codec) => {
-                        let ids = codec.encode(&codec.render_chat(&chat, true)?)?;
-                        body.insert("prompt".into(), json!(ids));
+                        let text = codec.render_chat(&chat, true)?;
+                        let ids = codec.encode(&text)?;
+                        if self.config.token_id_prompts {
+                            body.insert("prompt".into(), json!(ids));
+                        } else {
+                            body.insert("prompt".into(), json!(text));
+                        }
                         prompt_ids = Some(ids);
                     }
                     None => {
@@ -434,7 +456,11 @@ impl HttpPolicy {
         for (key, value) in &self.config.extra_body {
             body.insert(key.clone(), value.clone());
         }
-        Ok((format!("{}/{path}", self.base_url), Value::Object(body), prompt_ids))
+        Ok((
+            format!("{}/{path}", self.base_url),
+            Value::Object(body),
+            prompt_ids,
+        ))
     }
 
     /// Replies to several episodes at once; an episode whose request failed gets a
@@ -460,10 +486,12 @@ impl HttpPolicy {
         Ok(replies
             .into_iter()
             .zip(requests)
-            .map(|((reply, attempts, latency_s), (_, _, local_prompt_ids))| match reply {
-                Ok(reply) => self.output(reply, local_prompt_ids, attempts, latency_s),
-                Err(e) => PolicyOutput::failed(e.to_string()),
-            })
+            .map(
+                |((reply, attempts, latency_s), (_, _, local_prompt_ids))| match reply {
+                    Ok(reply) => self.output(reply, local_prompt_ids, attempts, latency_s),
+                    Err(e) => PolicyOutput::failed(e.to_string()),
+                },
+            )
             .collect())
     }
 
@@ -525,7 +553,11 @@ impl HttpPolicy {
     }
 
     /// One request; on failure the error and the server's `Retry-After` seconds, if any.
-    async fn ask(&self, url: &str, body: &Value) -> std::result::Result<Reply, (ServeError, Option<f64>)> {
+    async fn ask(
+        &self,
+        url: &str,
+        body: &Value,
+    ) -> std::result::Result<Reply, (ServeError, Option<f64>)> {
         let mut request = self.client.post(url).json(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
@@ -590,7 +622,9 @@ fn tool_messages(system: Option<&str>, context: &PolicyContext, skip: usize) -> 
                         "function": {"name": call.name, "arguments": call.arguments.to_string()},
                     }],
                 }));
-                messages.push(json!({"role": "tool", "tool_call_id": id, "content": turn.observation.text}));
+                messages.push(
+                    json!({"role": "tool", "tool_call_id": id, "content": turn.observation.text}),
+                );
             }
             action => {
                 messages.push(json!({"role": "assistant", "content": action_text(action)}));
@@ -606,7 +640,10 @@ fn tool_messages(system: Option<&str>, context: &PolicyContext, skip: usize) -> 
 fn chatml(messages: &[ChatMessage]) -> String {
     let mut text = String::new();
     for m in messages {
-        text.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
+        text.push_str(&format!(
+            "<|im_start|>{}\n{}<|im_end|>\n",
+            m.role, m.content
+        ));
     }
     text.push_str("<|im_start|>assistant\n");
     text
@@ -768,7 +805,9 @@ fn parse_reply(url: &str, value: &Value, api: HttpApi) -> Result<Reply> {
                 .and_then(Value::as_array)
                 .and_then(|calls| calls.first())
             {
-                let function = call.get("function").ok_or_else(|| bad("a tool call without a function"))?;
+                let function = call
+                    .get("function")
+                    .ok_or_else(|| bad("a tool call without a function"))?;
                 let name = function
                     .get("name")
                     .and_then(Value::as_str)
@@ -796,7 +835,10 @@ fn parse_reply(url: &str, value: &Value, api: HttpApi) -> Result<Reply> {
                         .and_then(Value::as_f64)
                         .ok_or_else(|| bad("a log-prob entry without a logprob"))?;
                     reply.logprobs.push(logprob as f32);
-                    let id = entry.get("token").and_then(Value::as_str).and_then(token_id_of);
+                    let id = entry
+                        .get("token")
+                        .and_then(Value::as_str)
+                        .and_then(token_id_of);
                     match (&mut ids_from_tokens, id) {
                         (Some(ids), Some(id)) => ids.push(id),
                         _ => ids_from_tokens = None,
@@ -879,9 +921,15 @@ mod tests {
     #[test]
     fn configs_are_validated_and_urls_normalised() {
         let ok = HttpPolicyConfig::new("http://127.0.0.1:8000", "m");
-        assert_eq!(ok.validate().ok().as_deref(), Some("http://127.0.0.1:8000/v1"));
+        assert_eq!(
+            ok.validate().ok().as_deref(),
+            Some("http://127.0.0.1:8000/v1")
+        );
         let ollama = HttpPolicyConfig::new("http://localhost:11434/v1/", "qwen2.5-coder:7b");
-        assert_eq!(ollama.validate().ok().as_deref(), Some("http://localhost:11434/v1"));
+        assert_eq!(
+            ollama.validate().ok().as_deref(),
+            Some("http://localhost:11434/v1")
+        );
         for bad in [
             HttpPolicyConfig::new("not a url", "m"),
             HttpPolicyConfig::new("ftp://host/v1", "m"),
@@ -911,8 +959,14 @@ mod tests {
     fn tool_messages_pair_calls_with_their_results() {
         let messages = tool_messages(None, &context(2), 0);
         let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
-        assert_eq!(roles, ["system", "user", "assistant", "user", "assistant", "tool"]);
-        assert_eq!(messages[4]["tool_calls"][0]["id"], messages[5]["tool_call_id"]);
+        assert_eq!(
+            roles,
+            ["system", "user", "assistant", "user", "assistant", "tool"]
+        );
+        assert_eq!(
+            messages[4]["tool_calls"][0]["id"],
+            messages[5]["tool_call_id"]
+        );
         assert_eq!(messages[4]["tool_calls"][0]["function"]["name"], "view");
         let skipped = tool_messages(None, &context(4), 3);
         let roles: Vec<&str> = skipped.iter().filter_map(|m| m["role"].as_str()).collect();
@@ -968,7 +1022,14 @@ mod tests {
         ] {
             assert!(parse_reply("u", &value, HttpApi::Chat).is_err(), "{value}");
         }
-        assert!(parse_reply("u", &json!({"choices": [{"message": {}}]}), HttpApi::Completions).is_err());
+        assert!(
+            parse_reply(
+                "u",
+                &json!({"choices": [{"message": {}}]}),
+                HttpApi::Completions
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -550,7 +550,7 @@ class HttpPolicy:
     frognano serve) acting through the environment's tool protocol; usable wherever a policy is
     taken. It does not learn. options: api, tool_calls, api_key_env, generation, logprobs,
     system_prompt, max_prompt_chars, concurrency, timeout_s, connect_timeout_s, retries,
-    backoff_s, max_reply_bytes, chat_template_dir, extra_body."""
+    backoff_s, max_reply_bytes, chat_template_dir, token_id_prompts, extra_body."""
 
     def __new__(
         cls, base_url: str, model: str, *, check: bool = True, **options: Any
