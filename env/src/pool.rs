@@ -630,22 +630,39 @@ mod tests {
     fn an_episode_the_policy_cannot_act_for_fails_alone() {
         let envs = (0..3).map(|_| Countdown::default()).collect();
         let mut pool = EnvPool::from_envs(envs, 2).expect("pool");
-        let tasks = [task("one", 1), task("fail", 3), task("two", 2), task("four", 4)];
+        let tasks = [
+            task("one", 1),
+            task("fail", 3),
+            task("two", 2),
+            task("four", 4),
+        ];
         let mut records = Vec::new();
         let stats = pool
             .rollout(&mut FailsOne, &tasks, |r| records.push(r), |_, _| {})
             .expect("rollout");
-        assert_eq!((stats.episodes, stats.resolved, stats.failed_episodes), (4, 3, 1));
-        let failed: Vec<_> = records.iter().filter(|r| r.policy_error.is_some()).collect();
+        assert_eq!(
+            (stats.episodes, stats.resolved, stats.failed_episodes),
+            (4, 3, 1)
+        );
+        let failed: Vec<_> = records
+            .iter()
+            .filter(|r| r.policy_error.is_some())
+            .collect();
         assert_eq!(failed.len(), 1);
         assert_eq!(failed[0].task_id, "fail");
         assert!(!failed[0].outcome.resolved);
-        assert_eq!(failed[0].policy_error.as_deref(), Some("the server went away"));
+        assert_eq!(
+            failed[0].policy_error.as_deref(),
+            Some("the server went away")
+        );
         // This environment keeps no record of an unfinished episode: the pool makes one.
         assert!(failed[0].steps.is_empty());
         let summary = EvalSummary::of(&records);
         assert_eq!((summary.failed_episodes, summary.resolved), (1, 3));
-        assert_eq!(summary.first_policy_error.as_deref(), Some("the server went away"));
+        assert_eq!(
+            summary.first_policy_error.as_deref(),
+            Some("the server went away")
+        );
     }
 
     #[test]

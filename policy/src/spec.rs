@@ -98,7 +98,9 @@ impl FromStr for PolicySpec {
             },
             ("openai", None) => Err(Error::invalid(
                 "policy",
-                format!("{spec:?}: give the server and the model, as in openai:http://127.0.0.1:8000/v1@MODEL"),
+                format!(
+                    "{spec:?}: give the server and the model, as in openai:http://127.0.0.1:8000/v1@MODEL"
+                ),
             )),
             _ => Err(Error::invalid(
                 "policy",
@@ -202,7 +204,13 @@ mod tests {
                 model: "qwen2.5-coder:7b".into()
             })
         );
-        for bad in ["openai", "openai:", "openai:http://h/v1", "openai:@m", "openai:http://h@"] {
+        for bad in [
+            "openai",
+            "openai:",
+            "openai:http://h/v1",
+            "openai:@m",
+            "openai:http://h@",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
         assert_eq!(

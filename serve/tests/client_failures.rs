@@ -68,7 +68,10 @@ async fn chat(State(faults): State<Arc<Faults>>, body: String) -> Response {
             // Headers, then a body that never finishes.
             let stream = futures_util::stream::unfold((), |()| async {
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                Some((Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b" ")), ()))
+                Some((
+                    Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b" ")),
+                    (),
+                ))
             });
             Response::new(Body::from_stream(stream))
         }
@@ -79,7 +82,9 @@ async fn chat(State(faults): State<Arc<Faults>>, body: String) -> Response {
                 axum::body::Bytes::from_static(b"{\"choices\": [{\"message\": {\"content\": \""),
             )]);
             let tail = futures_util::stream::iter((0..64).map(move |_| Ok(chunk.clone())));
-            Response::new(Body::from_stream(futures_util::StreamExt::chain(head, tail)))
+            Response::new(Body::from_stream(futures_util::StreamExt::chain(
+                head, tail,
+            )))
         }
         _ => axum::Json(chat_reply("submit")).into_response(),
     }
@@ -181,10 +186,11 @@ fn a_server_that_is_not_running_is_a_clear_error_or_failed_episodes() {
     assert!(error.to_string().contains(&url), "{error}");
     let mut policy = HttpPolicy::new(config(&url)).expect("policy");
     let outputs = policy.reply(&[context("a"), context("b")]).expect("reply");
-    assert!(outputs.iter().all(|o| o
-        .error
-        .as_deref()
-        .is_some_and(|e| e.contains("cannot reach"))));
+    assert!(outputs.iter().all(|o| {
+        o.error
+            .as_deref()
+            .is_some_and(|e| e.contains("cannot reach"))
+    }));
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
@@ -197,7 +203,10 @@ fn a_wrong_model_name_names_what_the_server_serves() {
     })
     .expect_err("wrong model");
     let text = error.to_string();
-    assert!(text.contains("gpt-none") && text.contains("serves: m"), "{text}");
+    assert!(
+        text.contains("gpt-none") && text.contains("serves: m"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -206,11 +215,17 @@ fn server_errors_are_retried_until_one_succeeds() {
     let mut policy = HttpPolicy::new(config(&server.url)).expect("policy");
     let outputs = policy.reply(&[context("flaky")]).expect("reply");
     assert_eq!(outputs[0].error, None, "{:?}", outputs[0].error);
-    assert_eq!(outputs[0].decision.as_ref().map(|d| d["attempts"].clone()), Some(json!(3)));
+    assert_eq!(
+        outputs[0].decision.as_ref().map(|d| d["attempts"].clone()),
+        Some(json!(3))
+    );
     // A server that keeps failing fails the episode after the retries, with its message.
     let outputs = policy.reply(&[context("always-500")]).expect("reply");
     let error = outputs[0].error.as_deref().unwrap_or_default();
-    assert!(error.contains("500") && error.contains("the model crashed"), "{error}");
+    assert!(
+        error.contains("500") && error.contains("the model crashed"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -230,23 +245,40 @@ fn bad_replies_fail_their_episode_and_the_others_go_on() {
     let errors: Vec<Option<&str>> = outputs.iter().map(|o| o.error.as_deref()).collect();
     assert_eq!(errors[0], None);
     assert_eq!(errors[4], None);
-    assert!(errors[1].is_some_and(|e| e.contains("not JSON")), "{errors:?}");
-    assert!(errors[2].is_some_and(|e| e.contains("did not answer within")), "{errors:?}");
-    assert!(errors[3].is_some_and(|e| e.contains("larger than")), "{errors:?}");
+    assert!(
+        errors[1].is_some_and(|e| e.contains("not JSON")),
+        "{errors:?}"
+    );
+    assert!(
+        errors[2].is_some_and(|e| e.contains("did not answer within")),
+        "{errors:?}"
+    );
+    assert!(
+        errors[3].is_some_and(|e| e.contains("larger than")),
+        "{errors:?}"
+    );
     // The stalled request is bounded: its timeout and retries, not forever.
-    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
 fn a_server_killed_mid_episode_fails_the_next_step_without_a_hang() {
     let mut server = FaultServer::start();
     let mut policy = HttpPolicy::new(config(&server.url)).expect("policy");
-    let first = policy.reply(&[context("fine"), context("fine")]).expect("reply");
+    let first = policy
+        .reply(&[context("fine"), context("fine")])
+        .expect("reply");
     assert!(first.iter().all(|o| o.error.is_none()));
     let asked = server.faults.requests.load(Ordering::SeqCst);
     server.kill();
     let started = Instant::now();
-    let next = policy.reply(&[context("fine"), context("fine")]).expect("reply");
+    let next = policy
+        .reply(&[context("fine"), context("fine")])
+        .expect("reply");
     assert!(next.iter().all(|o| o.error.is_some()), "{next:?}");
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(asked, 2);

@@ -3,9 +3,7 @@
 //! loopback, serving the SmolLM2-135M-Instruct GGUF. Episodes run end to end in real sandboxed
 //! environments through it, with the token log-probs the server returns recorded.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use frognano_core::{Action, Observation, PolicyContext};
@@ -13,74 +11,17 @@ use frognano_env::{EnvConfig, EnvPool};
 use frognano_llm::GenerationOptions;
 use frognano_llm::assets;
 use frognano_sandbox::testing::shared_sandbox;
-use frognano_serve::{HttpApi, HttpPolicy, HttpPolicyConfig};
+use frognano_serve::{HttpApi, HttpPolicy, HttpPolicyConfig, LlamaCppServer};
 
 const ALIAS: &str = "smollm2-135m-gguf";
 
-/// A llama.cpp server process, killed when dropped.
-struct LlamaServer {
-    child: Child,
-    url: String,
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-fn start_llama_server() -> LlamaServer {
+fn start_llama_server() -> LlamaCppServer {
     let progress = |m: &str| eprintln!("setup: {m}");
-    let env = assets::ensure_serving_env(&progress).expect("serving environment");
     let gguf = assets::model_gguf("smollm2-135m", &progress).expect("gguf");
-    let port = free_port();
-    let mut child = Command::new(&env.python)
-        .args(["-m", "llama_cpp.server", "--model"])
-        .arg(&gguf)
-        .args(["--model_alias", ALIAS, "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .args(["--n_ctx", "8192", "--n_threads", "2", "--verbose", "false"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start llama.cpp's server");
-    // Its log goes to our stderr (shown when a test fails) on a thread of its own.
-    if let Some(stderr) = child.stderr.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("llama.cpp: {line}");
-            }
-        });
-    }
-    let url = format!("http://127.0.0.1:{port}/v1");
-    let server = LlamaServer { child, url };
-    let started = Instant::now();
-    loop {
-        let config = HttpPolicyConfig {
-            retries: 0,
-            timeout_s: 5.0,
-            ..HttpPolicyConfig::new(server.url.clone(), ALIAS)
-        };
-        if HttpPolicy::connect(config).is_ok() {
-            return server;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "llama.cpp's server did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    LlamaCppServer::start(&gguf, ALIAS, 2, &progress).expect("llama.cpp's server")
 }
 
-fn policy_config(server: &LlamaServer) -> HttpPolicyConfig {
+fn policy_config(server: &LlamaCppServer) -> HttpPolicyConfig {
     HttpPolicyConfig {
         generation: GenerationOptions {
             temperature: 0.7,
@@ -89,7 +30,7 @@ fn policy_config(server: &LlamaServer) -> HttpPolicyConfig {
         },
         concurrency: 2,
         timeout_s: 120.0,
-        ..HttpPolicyConfig::new(server.url.clone(), ALIAS)
+        ..HttpPolicyConfig::new(server.url(), ALIAS)
     }
 }
 
