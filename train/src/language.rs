@@ -1,6 +1,11 @@
 //! RL of a language model: an [`OnnxPolicy`] rolls out, a learner process updates the
 //! weights from token-exact batches, and the new weights come back to ONNX Runtime.
 //!
+//! The rollouts can instead go through a served model ([`RolloutServer`]: a
+//! `frognano serve --allow-reload` serving the same start model), the pattern of trainers that
+//! sample from a vLLM server: each update's weights are then loaded into that server through
+//! `POST /v1/frognano/reload` before the next rollouts.
+//!
 //! The learner is the reference PyTorch learner of the Python package (`torch_learner.py`),
 //! run as a child process in the learner environment (or any interpreter given) and driven
 //! over a JSON-lines protocol on its stdin/stdout: `init`, `learn` (a [`TokenBatch`] file),
@@ -20,6 +25,7 @@ use frognano_core::{
     LearnStats, Learner, Policy, PolicyContext, PolicyOutput, TokenBatch, TrainingBatch,
 };
 use frognano_llm::{GenerationOptions, OnnxPolicy, OnnxPolicyConfig, assets};
+use frognano_serve::{HttpApi, HttpPolicy, HttpPolicyConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -48,6 +54,96 @@ pub struct LanguageModelConfig {
     /// Python interpreter to run the learner with (default: the managed learner environment,
     /// installed on first use).
     pub python: Option<PathBuf>,
+    /// Roll out through a served model instead of an in-process ONNX Runtime session (default:
+    /// in process). See [`RolloutServer`].
+    pub rollout_server: Option<RolloutServer>,
+}
+
+/// A served model the rollouts go through (`[policy.rollout_server]`): a
+/// `frognano serve --allow-reload` on this machine serving the same start model (the fp32
+/// folder); the trainer's rollouts go through it with [`HttpPolicy`] (the chat API, with the
+/// policy's `generation` and `system_prompt`), and after every update the new weights are
+/// loaded into it through `/v1/frognano/reload`. The server must return the prompt and reply
+/// token ids and log-probs (vLLM's `return_token_ids`, which `frognano serve` supports); a
+/// reply without them stops training with an error. `max_prompt_tokens` does not apply: a
+/// prompt longer than the server's context fails its episode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutServer {
+    /// Base URL of the API, e.g. `http://127.0.0.1:8000/v1`.
+    pub url: String,
+    /// The model name the server serves (`frognano serve --served-model-name`).
+    pub model: String,
+    /// Environment variable holding the server's API key (default: none sent).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Most requests in flight at once (default 8; the server batches them).
+    #[serde(default = "default_rollout_concurrency")]
+    pub concurrency: usize,
+}
+
+fn default_rollout_concurrency() -> usize {
+    8
+}
+
+impl RolloutServer {
+    /// A server at `url` serving `model`, without an API key, 8 requests at once.
+    pub fn new(url: impl Into<String>, model: impl Into<String>) -> Self {
+        RolloutServer {
+            url: url.into(),
+            model: model.into(),
+            api_key_env: None,
+            concurrency: default_rollout_concurrency(),
+        }
+    }
+
+    /// Checks the settings (not that the server runs: [`LanguageModelPolicy::new`] does).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |message: String| {
+            Err(TrainError::Config(format!(
+                "policy.rollout_server.{message}"
+            )))
+        };
+        let url = self.url.trim();
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() <= 8 {
+            return bad(format!(
+                "url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {:?}",
+                self.url
+            ));
+        }
+        if self.model.trim().is_empty() {
+            return bad("model must name the model the server serves".into());
+        }
+        if self
+            .api_key_env
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty())
+        {
+            return bad("api_key_env must name an environment variable".into());
+        }
+        if !(1..=1024).contains(&self.concurrency) {
+            return bad(format!(
+                "concurrency must be in 1..=1024, got {}",
+                self.concurrency
+            ));
+        }
+        Ok(())
+    }
+
+    /// The API key from `api_key_env` (none when no variable is named; an error when the
+    /// named one is unset or empty).
+    fn api_key(&self) -> Result<Option<String>> {
+        match &self.api_key_env {
+            None => Ok(None),
+            Some(var) => match std::env::var(var) {
+                Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
+                _ => Err(TrainError::Config(format!(
+                    "policy.rollout_server.api_key_env: the environment variable {var} is \
+                     unset or empty"
+                ))),
+            },
+        }
+    }
 }
 
 impl Default for LanguageModelConfig {
@@ -64,6 +160,7 @@ impl Default for LanguageModelConfig {
             intra_threads: 0,
             learner: serde_json::Map::new(),
             python: None,
+            rollout_server: None,
         }
     }
 }
@@ -80,6 +177,9 @@ impl LanguageModelConfig {
         if let Some(eval) = &self.eval_generation {
             eval.validate()
                 .map_err(|e| TrainError::Config(format!("policy.eval_generation: {e}")))?;
+        }
+        if let Some(server) = &self.rollout_server {
+            server.validate()?;
         }
         Ok(())
     }
@@ -287,11 +387,140 @@ impl Drop for LearnerProcess {
 /// The model folder the rollouts currently run, shared with whoever evaluates the policy.
 pub type WeightsHandle = Arc<Mutex<PathBuf>>;
 
-/// An [`OnnxPolicy`] that learns: rollouts in ONNX Runtime, updates in a
-/// [`LearnerProcess`], new weights handed back after every update.
+/// A key kept out of logs.
+struct SecretKey(String);
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Where the rollouts run.
+#[derive(Debug)]
+enum Rollouts {
+    /// In process, in ONNX Runtime.
+    Local(Box<OnnxPolicy>),
+    /// Through a served model that reloads every update's weights.
+    Served {
+        policy: Box<HttpPolicy>,
+        server: RolloutServer,
+        api_key: Option<SecretKey>,
+    },
+}
+
+impl Rollouts {
+    fn start(config: &LanguageModelConfig, start: &Path) -> Result<Self> {
+        let Some(server) = &config.rollout_server else {
+            let policy = OnnxPolicy::load(start, config.policy_config(config.generation.clone()))
+                .map_err(frognano_core::Error::from)?;
+            return Ok(Rollouts::Local(Box::new(policy)));
+        };
+        let api_key = server.api_key()?;
+        let http = HttpPolicyConfig {
+            base_url: server.url.trim().to_string(),
+            model: server.model.clone(),
+            api: HttpApi::Chat,
+            tool_calls: false,
+            // The key is sent by name of its variable; none named: none sent.
+            api_key_env: server.api_key_env.clone().unwrap_or_default(),
+            generation: config.generation.clone(),
+            logprobs: true,
+            system_prompt: config.system_prompt.clone(),
+            concurrency: server.concurrency,
+            ..HttpPolicyConfig::default()
+        };
+        let policy = HttpPolicy::connect(http).map_err(|e| {
+            TrainError::Config(format!(
+                "policy.rollout_server: {e} (start it with `frognano serve --allow-reload` on \
+                 the start model)"
+            ))
+        })?;
+        Ok(Rollouts::Served {
+            policy: Box::new(policy),
+            server: server.clone(),
+            api_key: api_key.map(SecretKey),
+        })
+    }
+
+    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
+        match self {
+            Rollouts::Local(policy) => policy.act(contexts),
+            Rollouts::Served { policy, server, .. } => {
+                let outputs = policy.act(contexts)?;
+                check_served_outputs(server, &outputs)?;
+                Ok(outputs)
+            }
+        }
+    }
+
+    /// Makes the rollouts run the model folder `dir`.
+    fn reload(&mut self, dir: &Path) -> Result<()> {
+        match self {
+            Rollouts::Local(policy) => {
+                Ok(policy.reload(dir).map_err(frognano_core::Error::from)?)
+            }
+            Rollouts::Served {
+                policy,
+                server,
+                api_key,
+            } => {
+                // The server resolves the folder on its own: send an absolute path.
+                let absolute = std::path::absolute(dir)
+                    .map_err(TrainError::io(format!("resolve {}", dir.display())))?;
+                frognano_serve::admin::reload_weights(
+                    policy.base_url(),
+                    api_key.as_ref().map(|k| k.0.as_str()),
+                    &absolute,
+                )
+                .map_err(|e| {
+                    TrainError::Config(format!(
+                        "policy.rollout_server {}: cannot load the new weights into the \
+                         server: {e}",
+                        server.url
+                    ))
+                })?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A served reply the learner cannot use (no prompt or reply token ids, or log-probs that do
+/// not line up with them) is an error: training on it is impossible, and going on would waste
+/// the whole rollout.
+fn check_served_outputs(server: &RolloutServer, outputs: &[PolicyOutput]) -> Result<()> {
+    for (row, output) in outputs.iter().enumerate() {
+        // A failed request ends its episode as failed; the rollout goes on with the others.
+        if output.error.is_some() {
+            continue;
+        }
+        let missing = match (&output.prompt_ids, &output.token_ids) {
+            (None, _) => Some("prompt token ids"),
+            (Some(prompt), _) if prompt.is_empty() => Some("prompt token ids"),
+            (_, None) => Some("reply token ids with a log-prob each"),
+            (_, Some(ids)) if ids.len() != output.logprobs.len() => {
+                Some("one log-prob per reply token")
+            }
+            _ => None,
+        };
+        if let Some(what) = missing {
+            return Err(TrainError::Config(format!(
+                "policy.rollout_server {}: reply {row} has no {what}, which the learner needs; \
+                 the server must return them (vLLM's `return_token_ids` with `logprobs`, as \
+                 `frognano serve` does)",
+                server.url
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A language model that learns: rollouts in ONNX Runtime (or through a [`RolloutServer`]),
+/// updates in a [`LearnerProcess`], new weights handed back after every update.
 #[derive(Debug)]
 pub struct LanguageModelPolicy {
-    policy: OnnxPolicy,
+    rollouts: Rollouts,
     learner: Mutex<LearnerProcess>,
     work_dir: PathBuf,
     weights: WeightsHandle,
@@ -307,7 +536,9 @@ const KEPT_CHECKPOINTS: usize = 2;
 impl LanguageModelPolicy {
     /// A policy rolling out `start` (an fp32 model folder with `model.safetensors`) with
     /// `config`'s sampling and learning with a learner process on the same weights; new
-    /// weights and learner checkpoints go under `work_dir`.
+    /// weights and learner checkpoints go under `work_dir`. With `config.rollout_server`, the
+    /// rollouts go through that server instead (which must serve `start`); it is checked to
+    /// answer and serve the named model here.
     pub fn new(
         config: &LanguageModelConfig,
         start: &Path,
@@ -317,12 +548,11 @@ impl LanguageModelPolicy {
         config.validate()?;
         std::fs::create_dir_all(work_dir)
             .map_err(TrainError::io(format!("create {}", work_dir.display())))?;
-        let policy = OnnxPolicy::load(start, config.policy_config(config.generation.clone()))
-            .map_err(frognano_core::Error::from)?;
+        let rollouts = Rollouts::start(config, start)?;
         let learner =
             LearnerProcess::start(config.python.as_deref(), start, &config.learner, progress)?;
         Ok(LanguageModelPolicy {
-            policy,
+            rollouts,
             learner: Mutex::new(learner),
             work_dir: work_dir.to_path_buf(),
             weights: Arc::new(Mutex::new(start.to_path_buf())),
@@ -378,9 +608,7 @@ impl LanguageModelPolicy {
             dir.display()
         )))?;
         let _ = std::fs::remove_dir_all(&partial);
-        self.policy
-            .reload(&dir)
-            .map_err(frognano_core::Error::from)?;
+        self.rollouts.reload(&dir)?;
         let previous = std::mem::replace(
             &mut *self.weights.lock().unwrap_or_else(|p| p.into_inner()),
             dir.clone(),
@@ -401,7 +629,7 @@ impl LanguageModelPolicy {
 impl Policy for LanguageModelPolicy {
     fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
         let started = Instant::now();
-        let outputs = self.policy.act(contexts)?;
+        let outputs = self.rollouts.act(contexts)?;
         self.rollout_s += started.elapsed().as_secs_f64();
         self.rollout_tokens += outputs
             .iter()
@@ -513,5 +741,48 @@ impl Learner for LanguageModelPolicy {
                 .map_err(frognano_core::Error::from)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frognano_core::Action;
+
+    fn output(prompt: Option<Vec<u32>>, tokens: Option<Vec<u32>>, logprobs: usize) -> PolicyOutput {
+        PolicyOutput {
+            action: Action::Text { text: "ls".into() },
+            logprobs: vec![-0.5; logprobs],
+            prompt_ids: prompt,
+            token_ids: tokens,
+            loss_mask: None,
+            decision: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn served_replies_without_token_ids_are_refused() {
+        let server = RolloutServer::new("http://127.0.0.1:8000/v1", "m");
+        let good = output(Some(vec![1, 2]), Some(vec![3, 4]), 2);
+        assert!(check_served_outputs(&server, std::slice::from_ref(&good)).is_ok());
+        for (bad, says) in [
+            (output(None, Some(vec![3]), 1), "prompt token ids"),
+            (output(Some(vec![1]), None, 0), "reply token ids"),
+            (
+                output(Some(vec![1]), Some(vec![3, 4]), 1),
+                "one log-prob per reply token",
+            ),
+        ] {
+            let err = check_served_outputs(&server, &[good.clone(), bad]).expect_err("refused");
+            assert!(err.to_string().contains(says), "{err}");
+            assert!(err.to_string().contains("reply 1"), "{err}");
+        }
+        // A failed request is the rollout's business, not a protocol error.
+        let failed = PolicyOutput {
+            error: Some("timeout".into()),
+            ..output(None, None, 0)
+        };
+        assert!(check_served_outputs(&server, &[failed]).is_ok());
     }
 }

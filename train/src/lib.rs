@@ -27,7 +27,9 @@ pub use error::{Result, TrainError};
 pub use frontier::{
     FamilyState, FrontierConfig, FrontierSynthesizer, checked_learnability, learnability,
 };
-pub use language::{LanguageModelConfig, LanguageModelPolicy, LearnerProcess, WeightsHandle};
+pub use language::{
+    LanguageModelConfig, LanguageModelPolicy, LearnerProcess, RolloutServer, WeightsHandle,
+};
 pub use language_bench::{
     LearnerBench, LearnerBenchOptions, RatioSummary, bench_learner, max_abs_diff, onnx_logprobs,
 };

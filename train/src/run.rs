@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::curriculum::{EasyToHard, StaticCurriculum};
 use crate::frontier::{FrontierConfig, FrontierSynthesizer};
+/// The served model a language-model job's rollouts can go through (`[policy.rollout_server]`).
 use crate::language::{LanguageModelConfig, LanguageModelPolicy, WeightsHandle};
 use crate::trainer::{GrpoTrainer, TrainProgress, TrainerConfig};
 use crate::{Result, TrainError};
@@ -66,7 +67,7 @@ pub enum PolicyConfig {
     Repair(RepairConfig),
     /// `kind = "onnx"`: a language model rolled out in ONNX Runtime and updated by the
     /// PyTorch learner, with the new weights handed back after every update.
-    Onnx(LanguageModelConfig),
+    Onnx(Box<LanguageModelConfig>),
 }
 
 impl Default for PolicyConfig {
@@ -102,7 +103,7 @@ impl<'de> Deserialize<'de> for PolicyConfig {
         }
         match kind.as_str() {
             "repair" => inner(value).map(PolicyConfig::Repair),
-            "onnx" => inner(value).map(PolicyConfig::Onnx),
+            "onnx" => inner(value).map(|c| PolicyConfig::Onnx(Box::new(c))),
             other => Err(D::Error::custom(format!(
                 "unknown policy kind `{other}` (expected `repair` or `onnx`)"
             ))),
@@ -650,7 +651,7 @@ impl PolicyEvaluator {
                         seed: config.seed,
                         ..language.generation.clone()
                     },
-                    ..language.clone()
+                    ..(**language).clone()
                 };
                 let policy = LanguageModelPolicy::new(&language, &start, &work, &quiet)?;
                 let weights = policy.weights();

@@ -1,13 +1,14 @@
 //! The language-model loop on the tiny random model with the real PyTorch learner (in the
 //! learner environment) and real ONNX Runtime: log-prob parity before and after the hand-back,
-//! the direction of an update, and clear errors for bad batches and a failing learner.
+//! the direction of an update, clear errors for bad batches and a failing learner, and rollouts
+//! through a served model that reloads every update's weights.
 
 use std::path::PathBuf;
 
 use frognano_core::{ErrorKind, Learner, TokenBatch};
 use frognano_train::{
-    LanguageModelConfig, LanguageModelPolicy, LearnerBenchOptions, LearnerProcess, TrainError,
-    bench_learner,
+    LanguageModelConfig, LanguageModelPolicy, LearnerBenchOptions, LearnerProcess, RolloutServer,
+    TrainError, bench_learner,
 };
 use serde_json::json;
 
@@ -177,4 +178,152 @@ fn a_policy_checkpoint_restores_the_same_weights() {
     broken.trajectories[0].steps[0].prompt_ids = None;
     let err = policy.learn(&broken).expect_err("no prompt ids");
     assert!(err.to_string().contains("prompt ids"), "{err}");
+}
+
+/// Two episodes of one task, the way the loop asks the policy.
+fn two_contexts() -> Vec<frognano_core::PolicyContext> {
+    vec![
+        frognano_core::PolicyContext {
+            task_id: "t".into(),
+            initial: frognano_core::Observation {
+                text: "Problem: fix add() in calc.py".into(),
+                is_error: false,
+                test_run: None,
+            },
+            history: Vec::new(),
+        };
+        2
+    ]
+}
+
+/// One group of the outputs, advantages -1 and +1.
+fn one_group(outputs: &[frognano_core::PolicyOutput]) -> frognano_core::TrainingBatch {
+    frognano_core::TrainingBatch {
+        iteration: 0,
+        estimator: "grpo".into(),
+        group_size: outputs.len(),
+        trajectories: outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| frognano_core::Trajectory {
+                task_id: "t".into(),
+                group: 0,
+                reward: i as f64,
+                advantage: if i == 0 { -1.0 } else { 1.0 },
+                resolved: i == 1,
+                truncated: false,
+                steps: vec![frognano_core::StepSample::from_output(o, String::new())],
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn rollouts_through_a_served_model_reload_every_update() {
+    use frognano_core::Policy;
+    use frognano_serve::server::{ServerConfig, ServerHandle};
+
+    let model = tiny_fp32();
+    let server = ServerHandle::spawn(ServerConfig {
+        served_model_name: Some("tiny-rollouts".into()),
+        port: 0,
+        allow_reload: true,
+        intra_threads: 1,
+        ..ServerConfig::new(&model)
+    })
+    .expect("start the rollout server");
+    let work = tempfile::tempdir().expect("work");
+    let config = LanguageModelConfig {
+        model: model.display().to_string(),
+        generation: frognano_llm::GenerationOptions {
+            temperature: 1.0,
+            ..frognano_llm::GenerationOptions::greedy(8)
+        },
+        learner: settings(json!({"learning_rate": 1e-2, "seed": 3})),
+        rollout_server: Some(RolloutServer::new(server.url(), server.model_name())),
+        ..LanguageModelConfig::default()
+    };
+    let quiet = |_: &str| {};
+    let mut policy =
+        LanguageModelPolicy::new(&config, &model, work.path(), &quiet).expect("policy");
+
+    let outputs = policy.act(&two_contexts()).expect("act");
+    let served = server.stats();
+    assert_eq!(served.requests, 2, "{served:?}");
+    let batch = one_group(&outputs);
+    let mut served_tokens = 0;
+    for trajectory in &batch.trajectories {
+        let step = &trajectory.steps[0];
+        let prompt = step.prompt_ids.as_ref().expect("the server's prompt ids");
+        let reply = step.token_ids.as_ref().expect("the server's token ids");
+        assert!(!prompt.is_empty() && !reply.is_empty());
+        assert_eq!(reply.len(), step.logprobs.len());
+        served_tokens += reply.len() as u64;
+    }
+    assert_eq!(served.generated_tokens, served_tokens, "{served:?}");
+    for output in &outputs {
+        let decision = output
+            .decision
+            .as_ref()
+            .expect("the served reply's decision");
+        assert_eq!(decision["model"], "tiny-rollouts");
+    }
+    assert!(TokenBatch::from_batch(&batch).is_ok());
+
+    let start_weights = policy.weights().lock().expect("lock").clone();
+    let stats = policy.learn(&batch).expect("learn");
+    assert!(
+        stats["loss"].is_number() && stats["handback_s"].is_number(),
+        "{stats:?}"
+    );
+    assert_eq!(policy.updates(), 1);
+    let new_weights = policy.weights().lock().expect("lock").clone();
+    assert_ne!(new_weights, start_weights);
+    assert!(new_weights.join("model.onnx").is_file());
+    assert_eq!(server.stats().reloads, 1);
+    // The next rollouts run on the new weights, through the same server.
+    let again = policy.act(&two_contexts()).expect("act after the reload");
+    assert!(again.iter().all(|o| o.token_ids.is_some()));
+    assert_eq!(server.stats().requests, 4);
+    drop(policy);
+    server.stop().expect("stop the server");
+}
+
+#[test]
+fn a_rollout_server_needs_a_url_a_model_and_a_running_server() {
+    let model = tiny_fp32();
+    let bad_url = LanguageModelConfig {
+        model: model.display().to_string(),
+        rollout_server: Some(RolloutServer::new("localhost:8000", "m")),
+        ..LanguageModelConfig::default()
+    };
+    let err = bad_url.validate().expect_err("no scheme");
+    assert!(err.to_string().contains("rollout_server.url"), "{err}");
+    let no_model = LanguageModelConfig {
+        rollout_server: Some(RolloutServer::new("http://127.0.0.1:9/v1", " ")),
+        ..bad_url.clone()
+    };
+    assert!(no_model.validate().is_err());
+    let parsed: Result<LanguageModelConfig, _> = toml::from_str(
+        "model = \"tiny\"\n[rollout_server]\nurl = \"http://127.0.0.1:8000/v1\"\nmodel = \"m\"\nconcurency = 2\n",
+    );
+    assert!(parsed.is_err(), "a misspelt key is refused");
+    let parsed: LanguageModelConfig = toml::from_str(
+        "model = \"tiny\"\n[rollout_server]\nurl = \"http://127.0.0.1:8000/v1\"\nmodel = \"m\"\n",
+    )
+    .expect("a rollout server");
+    assert_eq!(
+        parsed.rollout_server.as_ref().map(|s| s.concurrency),
+        Some(8)
+    );
+    // Nothing listens there: a clear error before the learner starts.
+    let work = tempfile::tempdir().expect("work");
+    let unreachable = LanguageModelConfig {
+        rollout_server: Some(RolloutServer::new("http://127.0.0.1:9/v1", "m")),
+        ..bad_url
+    };
+    let quiet = |_: &str| {};
+    let err =
+        LanguageModelPolicy::new(&unreachable, &model, work.path(), &quiet).expect_err("no server");
+    assert!(err.to_string().contains("rollout_server"), "{err}");
 }
