@@ -873,8 +873,11 @@ void frognano_env_free(struct FrognanoEnv *env);
  * `"repair:CHECKPOINT"` (the repair policy, untrained or restored from a trainer checkpoint;
  * greedy), or `"onnx:MODEL"`: a local chat model (a model folder or registry name, as
  * `frognano_model_load` takes) replying greedily with one command per turn, the episodes of a
- * step generated as one batch. The same names as `frognano eval --policy` and Python's
- * `evaluate`.
+ * step generated as one batch, or `"openai:URL@MODEL"`: a model behind an OpenAI-compatible
+ * server (vLLM, Ollama, llama.cpp's server, `frognano serve`; e.g.
+ * `"openai:http://127.0.0.1:11434/v1@qwen2.5-coder:7b"`), asked with many episodes in flight,
+ * the API key read from `OPENAI_API_KEY` when set. The same names as `frognano eval --policy`
+ * and Python's `evaluate`.
  * `workers` is the number of parallel environments (0 = the sandbox's worker count, by
  * default the number of CPUs; never more than the tasks).
  *
@@ -888,7 +891,10 @@ void frognano_env_free(struct FrognanoEnv *env);
  * reset (e.g. a missing repository; they are skipped, not counted as episodes). On failure
  * returns an owned error and leaves `*out_summary_json` untouched
  * (`FROGNANO_ERROR_CODE_INVALID_OPTION` for an unknown policy or an empty task set,
- * `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be loaded). Thread safety:
+ * `FROGNANO_ERROR_CODE_INFERENCE` for an `onnx:` model that cannot be loaded or an `openai:`
+ * server that cannot be reached or does not serve the model; an episode whose request fails
+ * later is counted in `failed_episodes`, with the first reason in `first_policy_error`).
+ * Thread safety:
  * may be called from any thread, also on a sandbox and a task set other threads use at the
  * same time.
  *

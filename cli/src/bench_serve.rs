@@ -21,6 +21,9 @@ pub struct BenchServeArgs {
     /// Requests each client sends in turn.
     #[arg(long, default_value_t = 2)]
     requests: usize,
+    /// Rounds of every measurement (the table shows the median round).
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
     /// Tokens per reply.
     #[arg(long, default_value_t = 96)]
     max_tokens: usize,
@@ -41,6 +44,7 @@ pub fn bench(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
         model: args.model.clone(),
         clients: args.clients.clone(),
         requests_per_client: args.requests,
+        rounds: args.rounds,
         max_tokens: args.max_tokens,
         threads: args.threads,
         llama_cpp: !args.no_llama_cpp,
@@ -78,6 +82,10 @@ pub fn bench(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     println!("{table}");
+    println!(
+        "median of {} rounds; the servers took turns at every concurrency",
+        report.config.rounds
+    );
     for (clients, ratio) in &report.ratios {
         println!("{clients} clients: frognano serve / llama.cpp = {ratio:.2}x aggregate tok/s");
     }

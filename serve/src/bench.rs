@@ -136,6 +136,8 @@ pub struct ServingBenchConfig {
     pub clients: Vec<usize>,
     /// Requests each client sends, one after another.
     pub requests_per_client: usize,
+    /// Rounds of every measurement; each figure is the median round.
+    pub rounds: usize,
     /// Tokens per reply.
     pub max_tokens: usize,
     /// Threads each server computes with (0: one per core).
@@ -156,6 +158,7 @@ impl Default for ServingBenchConfig {
             model: "smollm2-135m".into(),
             clients: vec![1, 4, 8],
             requests_per_client: 2,
+            rounds: 2,
             max_tokens: 96,
             threads: 0,
             llama_cpp: true,
@@ -192,8 +195,10 @@ pub struct ThroughputRow {
 pub struct ServingBenchReport {
     /// The settings.
     pub config: ServingBenchConfig,
-    /// Every measurement, FrogNano's and llama.cpp's at each concurrency.
+    /// The median round of each server at each concurrency.
     pub throughput: Vec<ThroughputRow>,
+    /// Every round of every measurement, in the order they ran.
+    pub rounds: Vec<ThroughputRow>,
     /// Per concurrency: FrogNano's tok/s over llama.cpp's.
     pub ratios: Vec<(usize, f64)>,
     /// Mean batch size `frognano serve` ran.
@@ -209,10 +214,14 @@ pub fn bench_serving(
     config: &ServingBenchConfig,
     progress: Progress<'_>,
 ) -> Result<ServingBenchReport> {
-    if config.clients.is_empty() || config.clients.contains(&0) || config.requests_per_client == 0 {
+    if config.clients.is_empty()
+        || config.clients.contains(&0)
+        || config.requests_per_client == 0
+        || config.rounds == 0
+    {
         return Err(ServeError::invalid(
             "bench",
-            "clients must be at least 1 each, and requests_per_client at least 1",
+            "clients must be at least 1 each, and requests_per_client and rounds at least 1",
         ));
     }
     let cache = assets::resolve_model(&format!("{}:int4", config.model), progress)?;
@@ -227,31 +236,81 @@ pub fn bench_serving(
         served_model_name: Some(config.model.clone()),
         ..ServerConfig::new(&cache)
     })?;
-    for &clients in &config.clients {
-        progress(&format!("frognano serve, {clients} clients"));
-        throughput.push(load(
-            config,
-            "frognano serve",
-            &server.url(),
-            server.model_name(),
-            clients,
-        )?);
-    }
-    let frognano_mean_batch = server.stats().mean_batch_size;
-    server.stop()?;
-
-    if config.llama_cpp {
+    let llama = if config.llama_cpp {
         let gguf = assets::model_gguf(&config.model, progress)?;
-        let llama = LlamaCppServer::start(&gguf, &config.model, config.threads, progress)?;
+        Some(LlamaCppServer::start(
+            &gguf,
+            &config.model,
+            config.threads,
+            progress,
+        )?)
+    } else {
+        None
+    };
+    // One unmeasured request each (first-request allocations, page faults), then the two
+    // servers take turns at every concurrency and round, so that drifts of the machine hit
+    // both; each figure is the median of its rounds.
+    let warm_up = ServingBenchConfig {
+        requests_per_client: 1,
+        ..config.clone()
+    };
+    progress("warming up");
+    load(
+        &warm_up,
+        "frognano serve",
+        &server.url(),
+        server.model_name(),
+        1,
+    )?;
+    if let Some(llama) = &llama {
+        load(&warm_up, "llama.cpp", llama.url(), llama.model_name(), 1)?;
+    }
+    let warm = server.stats();
+    let mut rounds: Vec<ThroughputRow> = Vec::new();
+    for round in 0..config.rounds.max(1) {
         for &clients in &config.clients {
-            progress(&format!("llama.cpp, {clients} clients"));
-            throughput.push(load(
+            progress(&format!(
+                "round {}: frognano serve, {clients} clients",
+                round + 1
+            ));
+            let url = server.url();
+            rounds.push(load(
                 config,
-                "llama.cpp",
-                llama.url(),
-                llama.model_name(),
+                "frognano serve",
+                &url,
+                server.model_name(),
                 clients,
             )?);
+            if let Some(llama) = &llama {
+                progress(&format!(
+                    "round {}: llama.cpp, {clients} clients",
+                    round + 1
+                ));
+                rounds.push(load(
+                    config,
+                    "llama.cpp",
+                    llama.url(),
+                    llama.model_name(),
+                    clients,
+                )?);
+            }
+        }
+    }
+    let stats = server.stats();
+    let frognano_mean_batch = stats.batched_requests.saturating_sub(warm.batched_requests) as f64
+        / stats.batches.saturating_sub(warm.batches).max(1) as f64;
+    drop(llama);
+    server.stop()?;
+    for name in ["frognano serve", "llama.cpp"] {
+        for &clients in &config.clients {
+            let mut runs: Vec<&ThroughputRow> = rounds
+                .iter()
+                .filter(|r| r.server == name && r.clients == clients)
+                .collect();
+            runs.sort_by(|a, b| a.tokens_per_s.total_cmp(&b.tokens_per_s));
+            if let Some(median) = runs.get(runs.len() / 2) {
+                throughput.push((*median).clone());
+            }
         }
     }
     let ratios = config
@@ -273,6 +332,7 @@ pub fn bench_serving(
     Ok(ServingBenchReport {
         config: config.clone(),
         throughput,
+        rounds,
         ratios,
         frognano_mean_batch,
         policy_requests_per_s,
