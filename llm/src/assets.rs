@@ -269,6 +269,19 @@ pub fn ensure_serving_env(progress: Progress<'_>) -> Result<InferenceEnv> {
     ensure_python_env(PythonEnv::Serving, progress)
 }
 
+/// Whether a C++ compiler is at hand: `CXX`, or `c++`, `g++` or `clang++` on the `PATH`.
+fn has_cxx_compiler() -> bool {
+    if std::env::var_os("CXX").is_some_and(|c| !c.is_empty()) {
+        return true;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| {
+        ["c++", "g++", "clang++"]
+            .iter()
+            .any(|name| dir.join(name).is_file())
+    })
+}
+
 /// Installs `flavor` once and returns it.
 pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<InferenceEnv> {
     let dir = flavor.dir();
@@ -307,6 +320,12 @@ pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<In
                 command.arg("--only-binary=:all:");
             }
             Install::Source => {
+                if !has_cxx_compiler() {
+                    return Err(InferenceError::Setup(format!(
+                        "{file} builds C++ code (llama.cpp) and no C++ compiler was found \
+                         (set CXX, or install g++; on Debian: apt-get install g++)"
+                    )));
+                }
                 progress(&format!(
                     "building pinned packages from {file} from source (hashes checked; \
                      this takes minutes)"
