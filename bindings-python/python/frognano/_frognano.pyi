@@ -545,6 +545,7 @@ class OnnxPolicy:
     @property
     def path(self) -> str: ...
 
+@final
 class HttpPolicy:
     """A model behind an OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp's server,
     frognano serve) acting through the environment's tool protocol; usable wherever a policy is
