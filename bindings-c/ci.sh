@@ -20,18 +20,8 @@ started=$SECONDS
 
 step() { printf '\n== %s\n' "$*"; }
 
-# Installs a Debian package when its command is missing (idempotent; a no-op when present).
-require() {
-    local command=$1 package=$2
-    command -v "$command" >/dev/null 2>&1 && return 0
-    local sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    if command -v apt-get >/dev/null 2>&1; then
-        "${sudo[@]}" apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "$package"
-    fi
-    command -v "$command" >/dev/null 2>&1 || { echo "$command is required" >&2; exit 1; }
-}
+# require COMMAND PACKAGE (apt-get when missing).
+source "$(dirname "$0")/../scripts/require.sh"
 
 # Runs a command that must exit with the given status.
 expect_status() {

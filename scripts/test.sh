@@ -4,18 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${CARGO_TARGET_DIR:-target}/debug"
 
-# Installs a Debian package when its command is missing (a no-op when present).
-require() {
-    local command=$1 package=$2
-    command -v "$command" >/dev/null 2>&1 && return 0
-    local sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    if command -v apt-get >/dev/null 2>&1; then
-        "${sudo[@]}" apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "$package"
-    fi
-    command -v "$command" >/dev/null 2>&1 || { echo "$command is required" >&2; exit 1; }
-}
+# require COMMAND PACKAGE (apt-get when missing).
+source scripts/require.sh
 # The serving environment compiles llama.cpp (C++).
 require g++ g++
 
