@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use frognano_core::Action;
+use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, RepoEnv, taskset};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -216,32 +216,40 @@ impl PyEnvPool {
         self.inner.len()
     }
 
-    /// reset(tasks) -> list of (observation, info); environment i gets tasks[i].
+    /// reset(tasks) -> list of (observation, info); environment i gets tasks[i]. A None task
+    /// leaves its environment alone (its entry is None), so single environments can be reset.
     fn reset<'py>(
         &mut self,
         py: Python<'py>,
         tasks: Bound<'py, PyAny>,
-    ) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
-        let tasks = tasks_from_py(py, &tasks)?;
-        if tasks.len() > self.inner.len() {
+    ) -> PyResult<Vec<Option<(String, Bound<'py, PyAny>)>>> {
+        let mut indexed = Vec::new();
+        let mut count = 0;
+        for (i, item) in tasks.try_iter()?.enumerate() {
+            let item = item?;
+            count += 1;
+            if !item.is_none() {
+                indexed.push((i, task_from_py(py, &item)?));
+            }
+        }
+        if count > self.inner.len() {
             return Err(Exception::InvalidArgument.err(
                 py,
-                format!(
-                    "{} tasks for {} environments",
-                    tasks.len(),
-                    self.inner.len()
-                ),
+                format!("{count} tasks for {} environments", self.inner.len()),
             ));
         }
         let pool = &mut self.inner;
         let cancel = Arc::new(AtomicBool::new(false));
-        let results = run_interruptibly(py, &cancel, || pool.reset(&tasks))?;
-        let mut out = Vec::new();
-        for (task, result) in tasks.iter().zip(results) {
+        let results = run_interruptibly(py, &cancel, || {
+            let refs: Vec<(usize, &Task)> = indexed.iter().map(|(i, t)| (*i, t)).collect();
+            pool.reset_some(&refs)
+        })?;
+        let mut out: Vec<Option<_>> = (0..count).map(|_| None).collect();
+        for ((i, task), result) in indexed.iter().zip(results) {
             let observation = result.map_err(|e| py_err(py, e))?;
             let info = PyDict::new(py);
             info.set_item("task_id", &task.id)?;
-            out.push((observation.text, info.into_any()));
+            out[*i] = Some((observation.text, info.into_any()));
         }
         Ok(out)
     }

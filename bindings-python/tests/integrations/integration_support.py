@@ -1,0 +1,76 @@
+"""Helpers of the trainer-integration tests. Each test module imports its framework with
+`framework("trl")`: the real installed package at its tested version. Where the frameworks are
+not installed the module is skipped, unless FROGNANO_REQUIRE_INTEGRATIONS=1 (the test script
+sets it, having installed them), where that is a failure."""
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from frognano.integrations import TESTED_VERSIONS
+
+ROOT = Path(__file__).resolve().parents[3]
+TASKS = ROOT / "examples" / "tasks" / "sample.jsonl"
+EXAMPLES = ROOT / "examples" / "python" / "integrations"
+REQUIRED = os.environ.get("FROGNANO_REQUIRE_INTEGRATIONS") == "1"
+
+
+def framework(extra, module=None):
+    """Imports the framework behind frognano.integrations.<extra> and checks its version."""
+    from importlib.metadata import version
+
+    distribution, pinned = TESTED_VERSIONS[extra]
+    try:
+        imported = importlib.import_module(module or extra)
+    except ImportError as error:
+        if REQUIRED:
+            raise
+        pytest.skip(f"{distribution} is not installed ({error})", allow_module_level=True)
+    assert version(distribution) == pinned, f"{distribution} {version(distribution)} is not the tested {pinned}"
+    return imported
+
+
+def run_example(name, *args, timeout=600):
+    """Runs examples/python/integrations/<name> with this interpreter; returns its stdout."""
+    done = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def fix_actions(task):
+    """Edit tool calls that undo a task's bug_patch (its true fix), hunk by hunk: each replaces
+    the hunk's buggy lines (with their context) by the original ones."""
+    actions, path, before, after = [], None, [], []
+
+    def flush():
+        if path is not None and (before or after):
+            actions.append({"name": "edit", "arguments": {
+                "path": path, "search": "".join(after), "replace": "".join(before)}})
+
+    for line in task["bug_patch"].splitlines(keepends=True):
+        if line.startswith("+++ "):
+            flush()
+            before, after = [], []
+            name = line[4:].strip()
+            path = name[2:] if name.startswith("b/") else name
+        elif line.startswith("--- ") or line.startswith("diff ") or line.startswith("index "):
+            continue
+        elif line.startswith("@@"):
+            flush()
+            before, after = [], []
+        elif line.startswith("+"):
+            after.append(line[1:])
+        elif line.startswith("-"):
+            before.append(line[1:])
+        elif line.startswith(" "):
+            before.append(line[1:])
+            after.append(line[1:])
+        elif line.startswith("\\"):
+            continue
+    flush()
+    return actions
