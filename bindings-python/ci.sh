@@ -20,6 +20,15 @@ if [ -n "${FROGNANO_LEARNER_ENV:-}" ]; then
 else
   "$work/venv/bin/python" -m pip install -q --disable-pip-version-check numpy
 fi
+# With the integrations environment given (FROGNANO_INTEGRATIONS_ENV: the trainer frameworks at
+# their tested versions, integrations/setup-env.sh), its packages are visible the same way, ahead
+# of the learner's, and the integration tests must run (a missing framework fails them).
+if [ -n "${FROGNANO_INTEGRATIONS_ENV:-}" ]; then
+  integrations_site="$("$FROGNANO_INTEGRATIONS_ENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  venv_site="$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$integrations_site" > "$venv_site/frognano-integrations-env.pth"
+  export FROGNANO_REQUIRE_INTEGRATIONS=1
+fi
 # The stubs (frognano/_frognano.pyi) must describe the native module as it is.
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "mypy==2.4.1"
 (cd "$work" && "$work/venv/bin/python" -m mypy.stubtest frognano._frognano)
@@ -27,7 +36,8 @@ fi
 # `cargo build --workspace`) and compares the three reports.
 target="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)"
 export FROGNANO_CLI="$target/debug/frognano" FROGNANO_C_LIBRARY="$target/debug/libfrognano.so"
-# tests/learner runs on its own in the learner environment (scripts/test.sh).
+# tests/learner runs on its own in the learner environment (scripts/test.sh); tests/integrations
+# (the trainer adapters, each against its real framework) runs here, and runs their examples.
 (cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider --ignore=tests/learner)
 "$work/venv/bin/python" examples/python/run_tests.py | tail -1
 "$work/venv/bin/python" examples/python/agent_loop.py | tail -2

@@ -28,6 +28,8 @@ serving_pid=$!
 echo "== frognano models setup --learner (the PyTorch learner's environment: torch, transformers, peft; pinned, hash-checked, about 3 GB, cached)"
 learner_env="$("$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p')"
 test -x "$learner_env/bin/python"
+echo "== trainer frameworks of the integrations (gymnasium, TRL, verl, SkyRL, verifiers, OpenRLHF at their tested versions; pinned, hash-checked, cached)"
+integrations_env="$(bash bindings-python/integrations/setup-env.sh "$learner_env")"
 wait "$serving_pid" || { cat "$serving_log"; echo "frognano models setup --serving failed" >&2; exit 1; }
 tail -1 "$serving_log"
 echo "== cargo test"
@@ -35,7 +37,7 @@ cargo test --workspace
 echo "== PyTorch learner: its tests in the learner environment"
 "$learner_env/bin/python" -m pytest bindings-python/tests/learner -q -p no:cacheprovider
 echo "== Python package: wheel into a fresh virtualenv, tests against the installed package"
-FROGNANO_LEARNER_ENV="$learner_env" bash bindings-python/ci.sh
+FROGNANO_LEARNER_ENV="$learner_env" FROGNANO_INTEGRATIONS_ENV="$integrations_env" bash bindings-python/ci.sh
 echo "== C library: header check, example natively, under valgrind and with AddressSanitizer"
 bash bindings-c/ci.sh
 echo "== examples"
