@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-maturin build -q -m bindings-python/Cargo.toml -o "$work/dist"
+# The dev profile (dependencies optimised, Cargo.toml) reuses what `cargo build --workspace`
+# compiled instead of building every dependency again in release.
+maturin build -q --profile dev -m bindings-python/Cargo.toml -o "$work/dist"
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work"/dist/frognano-*.whl pytest
 # With the learner environment given (FROGNANO_LEARNER_ENV), its packages (torch, transformers,
