@@ -1,0 +1,471 @@
+"""FrogNano in verl's agent loop (tested with verl 0.9.1, ``verl.experimental.agent_loop``).
+
+- ``FrogNanoAgentLoop``: an ``AgentLoopBase`` registered as ``"frognano"``, token in / token out.
+  Each dataset row carries a task (``extra_info["task"]``); the loop opens a ``TextEpisode`` on
+  it, renders the opening observation as the first user message with the tokenizer's chat
+  template, generates with ``server_manager.generate``, applies each reply as a text action and
+  appends only the tokenized observation (the model's ids stay exactly as generated; verl's
+  Continuous Token builder handles the turn boundaries), then grades the repository with the
+  task's tests in the sandbox. ``response_mask`` is 1 on model tokens and 0 on observation
+  tokens, whose log-probs are 0.0; ``reward_score`` is the episode's reward.
+- ``agent_loop_config_path()``: the registration YAML for
+  ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; ``write_agent_loop_config(path,
+  **options)`` writes one that passes options (max_turns, max_tokens_per_turn, ...) to the loop.
+- ``compute_score``: a custom reward function (``reward.custom_reward_function``) grading a
+  unified diff against the row's task in the sandbox.
+- ``FrogNanoServerManager``: the server manager contract over ``frognano.LocalModel`` (token
+  ids in, token ids and log-probs out), to run the loop locally without an inference server.
+- ``dataset_rows`` / ``write_parquet``: task sets as rows of verl's ``RLHFDataset``.
+
+Usage::
+
+    from frognano.integrations import verl as fv
+
+    fv.write_parquet("examples/tasks/sample.jsonl", "train.parquet")
+    # python -m verl.trainer.main_ppo data.train_files=train.parquet \\
+    #     actor_rollout_ref.rollout.mode=async actor_rollout_ref.rollout.calculate_log_probs=True \\
+    #     actor_rollout_ref.rollout.agent.agent_loop_config_path=<fv.agent_loop_config_path()> ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from uuid import uuid4
+
+import frognano
+
+from ._common import TextEpisode, Task, Tasks, first_prompt, require, task_json, task_list, task_of, task_of_row
+
+require("verl", "verl")
+_agent_loop = require("verl.experimental.agent_loop.agent_loop", "verl")
+_replica = require("verl.workers.rollout.replica", "verl")
+_llm_server = require("verl.workers.rollout.llm_server", "verl")
+_profiler = require("verl.utils.profiler", "verl")
+
+AgentLoopBase = _agent_loop.AgentLoopBase
+AgentLoopMetrics = _agent_loop.AgentLoopMetrics
+AgentLoopOutput = _agent_loop.AgentLoopOutput
+LLMServerClient = _llm_server.LLMServerClient
+TokenOutput = _replica.TokenOutput
+simple_timer = _profiler.simple_timer
+
+AGENT_NAME = "frognano"
+DATA_SOURCE = "frognano"
+DEFAULT_MAX_TURNS = 8
+
+__all__ = [
+    "AGENT_NAME",
+    "DATA_SOURCE",
+    "FrogNanoAgentLoop",
+    "FrogNanoServerManager",
+    "agent_loop_config_path",
+    "compute_score",
+    "dataset_rows",
+    "patch_actions",
+    "write_agent_loop_config",
+    "write_parquet",
+]
+
+
+@_agent_loop.register(AGENT_NAME)
+class FrogNanoAgentLoop(AgentLoopBase):
+    """A multi-turn repair episode of the row's task, token in / token out.
+
+    Options (keyword arguments, e.g. extra keys of the registration YAML entry):
+    max_turns (default: rollout.multi_turn.max_assistant_turns, else 8) bounds the model's
+    replies; max_tokens_per_turn caps each reply (default: what is left of
+    rollout.response_length); observation_chars bounds each observation; observation_role is
+    the chat role of the observations ("user"; "tool" for templates that render tool turns);
+    system_prompt is a system message put before the task (a system message at the head of
+    the row's prompt is used otherwise)."""
+
+    def __init__(self, *args: Any, max_turns: Optional[int] = None, max_tokens_per_turn: Optional[int] = None,
+                 observation_chars: int = 6000, observation_role: str = "user",
+                 system_prompt: Optional[str] = None, **kwargs: Any):
+        kwargs.pop("tools", None)  # verl's tool list: the environment is this loop's tool set
+        super().__init__(*args, **kwargs)
+        multi_turn = self.rollout_config.get("multi_turn") or {}
+        self.max_turns = int(max_turns or multi_turn.get("max_assistant_turns") or DEFAULT_MAX_TURNS)
+        if self.max_turns < 1:
+            raise frognano.InvalidArgumentError(f"max_turns must be at least 1, not {self.max_turns}")
+        if observation_role not in ("user", "tool"):
+            raise frognano.InvalidArgumentError(
+                f"observation_role must be 'user' or 'tool', not {observation_role!r}")
+        self.max_tokens_per_turn = int(max_tokens_per_turn) if max_tokens_per_turn else None
+        self.observation_chars = int(observation_chars)
+        self.observation_role = observation_role
+        self.system_prompt = system_prompt
+        self.response_length = int(self.rollout_config.response_length)
+
+    async def run(self, sampling_params: Dict[str, Any], **row: Any) -> AgentLoopOutput:
+        task = task_of_row(row)  # a row without a task fails here, before any work
+        # Sandbox work (a workspace copy now, test runs later) goes to threads, off the event loop.
+        episode = await asyncio.to_thread(TextEpisode, task, max_steps=self.max_turns,
+                                          observation_chars=self.observation_chars)
+        try:
+            return await self._run_episode(episode, dict(sampling_params), row)
+        finally:
+            await asyncio.to_thread(episode.close)
+
+    async def _run_episode(self, episode: TextEpisode, sampling_params: Dict[str, Any],
+                           row: Mapping[str, Any]) -> AgentLoopOutput:
+        messages = self._system_messages(row) + [{"role": "user", "content": episode.observation}]
+        prompt_ids = await self.ct_build_initial_tokens(messages)
+        runtime_ids = list(prompt_ids)  # the prompt followed by everything appended so far
+        mask: List[int] = []
+        logprobs: Optional[List[float]] = []  # None once a generation comes back without them
+        end_of_turn = self._end_of_turn_ids(sampling_params)
+        timing: Dict[str, float] = {}
+        request_id = uuid4().hex  # one id per episode: sticky routing for prefix caching
+        assistant_turns = observation_turns = 0
+        stop = "max_turns"
+        while True:
+            budget = self.response_length - len(mask)
+            if budget <= 0:
+                stop = "response_length"
+                break
+            params = dict(sampling_params)
+            params["max_tokens"] = min(int(params.get("max_tokens") or self.max_tokens_per_turn or budget), budget)
+            with simple_timer("generate_sequences", timing):
+                output = await self.server_manager.generate(request_id=request_id, prompt_ids=runtime_ids,
+                                                            sampling_params=params)
+            token_ids = [int(t) for t in output.token_ids]
+            if not token_ids:  # an aborted request
+                stop = "aborted"
+                break
+            if output.log_probs is None or logprobs is None:
+                logprobs = None
+            elif len(output.log_probs) != len(token_ids):
+                raise frognano.InferenceError(
+                    f"the server returned {len(output.log_probs)} log-probs for {len(token_ids)} tokens")
+            merged, mask, merged_logprobs = await self.ct_merge_assistant_token(
+                runtime_ids, token_ids, mask, logprobs,
+                assistant_logprobs=list(output.log_probs) if logprobs is not None else None)
+            runtime_ids, logprobs = merged.token_ids, merged_logprobs
+            assistant_turns += 1
+            if len(mask) >= self.response_length:
+                # As verl's tool loop does: a reply that used up the budget is not executed.
+                stop = "response_length"
+                break
+            text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+            messages.append({"role": "assistant", "content": text})
+            with simple_timer("tool_calls", timing):
+                observation, _, done, _ = await asyncio.to_thread(episode.step, text)
+            if done:
+                stop = "done"
+                break
+            if assistant_turns >= self.max_turns:
+                break
+            # A reply cut short (no end-of-turn token) is closed before the observation, so the
+            # transcript stays a well-formed chat; the closing token is not the model's (mask 0).
+            closing = [] if token_ids[-1] in end_of_turn or self.tokenizer.eos_token_id is None \
+                else [int(self.tokenizer.eos_token_id)]
+            previous = list(messages)
+            messages.append({"role": self.observation_role, "content": observation})
+            merged, new_mask, new_logprobs = await self.ct_merge_context_msg(
+                previous, messages, runtime_ids + closing, mask + [0] * len(closing),
+                logprobs + [0.0] * len(closing) if logprobs is not None else None)
+            if len(new_mask) >= self.response_length:
+                stop = "response_length"
+                break
+            runtime_ids, mask, logprobs = merged.token_ids, new_mask, new_logprobs
+            observation_turns += 1
+
+        with simple_timer("compute_score", timing):
+            reward = await asyncio.to_thread(episode.finish)
+        outcome = episode.outcome or {}
+        response_ids = runtime_ids[len(runtime_ids) - len(mask):] if mask else []
+        prompt_ids = runtime_ids[: len(runtime_ids) - len(mask)]
+        n = self.response_length
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids[:n],
+            response_mask=mask[:n],
+            response_logprobs=logprobs[:n] if logprobs is not None else None,
+            reward_score=float(reward),
+            num_turns=assistant_turns + observation_turns + 1,  # verl counts the prompt as a turn
+            metrics=AgentLoopMetrics(**timing),
+            extra_fields={
+                "task_id": episode.task["id"],
+                "resolved": bool(episode.resolved),
+                "submitted": bool(outcome.get("submitted", False)),
+                "tool_errors": int(outcome.get("tool_errors", 0)),
+                "stop_reason": stop,
+                "turn_scores": [],
+                "tool_rewards": [],
+            },
+        )
+
+    def _system_messages(self, row: Mapping[str, Any]) -> List[Dict[str, Any]]:
+        if self.system_prompt:
+            return [{"role": "system", "content": self.system_prompt}]
+        raw = row.get("raw_prompt")
+        if raw is not None and len(raw) and isinstance(raw[0], Mapping) and raw[0].get("role") == "system":
+            return [dict(raw[0])]
+        return []
+
+    def _end_of_turn_ids(self, sampling_params: Mapping[str, Any]) -> set:
+        ids = {int(t) for t in (sampling_params.get("stop_token_ids") or [])}
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        return ids
+
+
+def agent_loop_config_path() -> str:
+    """The registration YAML of the loop, for
+    ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` (it names the class by import
+    path, so the workers need not import this module first)."""
+    return str(Path(__file__).with_name("verl_agent_loop.yaml"))
+
+
+def write_agent_loop_config(path: Union[str, "os.PathLike[str]"], **options: Any) -> str:
+    """Writes a registration YAML whose entry passes `options` to the loop (max_turns,
+    max_tokens_per_turn, observation_chars, observation_role, system_prompt); returns its path."""
+    from omegaconf import OmegaConf
+
+    entries = OmegaConf.load(agent_loop_config_path())
+    for key, value in options.items():
+        entries[0][key] = value
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(entries, out)
+    return str(out)
+
+
+# Sampling options the local model cannot honour, with the value that means "off".
+_UNSUPPORTED_SAMPLING = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+                         "ignore_eos": False, "n": 1, "min_tokens": 0}
+
+
+class FrogNanoServerManager(LLMServerClient):
+    """verl's server manager contract over a local ``frognano.LocalModel``:
+    ``await generate(request_id, prompt_ids=..., sampling_params=...) -> TokenOutput`` with the
+    generated ids (the end-of-sequence token included, as vLLM returns it) and their
+    log-probs. Text only. Generation runs in a thread; calls on one model run one at a time.
+
+    model: a LocalModel or its folder / registry name. max_tokens: the default when the
+    sampling params name none. seed: request k samples with seed + k unless the params give
+    a seed. Raises InvalidArgumentError for sampling options the local model cannot honour
+    (repetition / presence / frequency penalties, ignore_eos, n > 1); options that do not
+    change the sampled distribution (e.g. skip_special_tokens) are ignored."""
+
+    def __init__(self, model: Union["frognano.LocalModel", str, "os.PathLike[str]"], *, max_tokens: int = 256,
+                 seed: int = 0, intra_threads: int = 0, config: Any = None):
+        super().__init__(config=config)
+        self.model = model if isinstance(model, frognano.LocalModel) else frognano.LocalModel(
+            model, intra_threads=intra_threads)
+        self.max_tokens = int(max_tokens)
+        self.seed = int(seed)
+        self.context_length = int(self.model.config.get("context_length") or 0)
+        self._requests = itertools.count()
+        self._lock = threading.Lock()
+
+    async def generate(self, request_id: str, *, prompt_ids: Sequence[int], sampling_params: Mapping[str, Any],
+                       image_data: Any = None, video_data: Any = None, audio_data: Any = None,
+                       mm_processor_kwargs: Any = None, **kwargs: Any) -> TokenOutput:
+        if image_data or video_data or audio_data:
+            raise frognano.InvalidArgumentError("FrogNanoServerManager generates from text only")
+        params = dict(sampling_params)
+        for key, off in _UNSUPPORTED_SAMPLING.items():
+            value = params.pop(key, off)
+            if value is not None and value != off:
+                raise frognano.InvalidArgumentError(f"the local model does not support {key}={value!r}")
+        prompt = [int(t) for t in prompt_ids]
+        max_tokens = params.pop("max_tokens", None) or params.pop("max_new_tokens", None) or self.max_tokens
+        if self.context_length:
+            room = self.context_length - len(prompt)
+            if room < 1:
+                raise frognano.InvalidArgumentError(
+                    f"a prompt of {len(prompt)} tokens leaves no room in the model's context of "
+                    f"{self.context_length}")
+            max_tokens = min(int(max_tokens), room)
+        top_k = int(params.pop("top_k", 0) or 0)
+        seed = params.pop("seed", None)
+        if seed is None:
+            with self._lock:
+                seed = self.seed + next(self._requests)
+        want_logprobs = params.pop("logprobs", True)
+        stop = params.pop("stop", None)
+        options = dict(
+            max_new_tokens=max(1, int(max_tokens)),
+            temperature=float(params.pop("temperature", 1.0)),
+            top_k=max(0, top_k),  # verl/vLLM write -1 for "no top-k"
+            top_p=float(params.pop("top_p", 1.0)),
+            seed=int(seed),
+            stop=stop or None,
+            stop_token_ids=[int(t) for t in (params.pop("stop_token_ids", None) or [])] or None,
+        )
+        generation = (await asyncio.to_thread(self.model.generate, [prompt], **options))[0]
+        return TokenOutput(
+            token_ids=list(generation["token_ids"]),
+            log_probs=list(generation["logprobs"]) if want_logprobs not in (False, None) else None,
+            stop_reason="completed",  # vLLM's word for both a stop and the length limit
+        )
+
+
+def compute_score(data_source: Any, solution_str: str, ground_truth: Any,
+                  extra_info: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> float:
+    """verl's custom reward function: 1.0 when the solution resolves the task, else 0.0.
+
+    solution_str is a unified diff against the task's repository as given to the agent (the
+    bug present), e.g. ``--- a/pkg/mod.py`` / ``+++ b/pkg/mod.py`` / ``@@ ... @@`` hunks, bare or
+    inside a fenced block among other text. Each hunk is applied as an edit of its file (its
+    removed and context lines must occur exactly once there), then the repository is graded
+    by the task's tests in the sandbox (its failing tests must pass, the others keep
+    passing). A solution without a diff is taken as one environment action (e.g. an ``edit``
+    command or a whole fixed function in a python block) and graded after it; an empty one
+    scores 0.0. The task comes from extra_info (its ``task``, as ``dataset_rows`` writes it) or
+    from ground_truth (a task dict or JSON string); raises TaskError when neither holds one."""
+    task = _task_for_score(ground_truth, extra_info)
+    text = solution_str if isinstance(solution_str, str) else ""
+    actions: List[Union[str, Dict[str, Any]]] = patch_actions(text)
+    if not actions and text.strip():
+        actions = [text]
+    if not actions:
+        return 0.0
+    episode = TextEpisode(task, max_steps=len(actions) + 1)
+    try:
+        for action in actions:
+            _, _, done, _ = episode.step(action)
+            if done:
+                break
+        episode.finish()
+        return 1.0 if episode.resolved else 0.0
+    finally:
+        episode.close()
+
+
+def _task_for_score(ground_truth: Any, extra_info: Optional[Mapping[str, Any]]) -> Task:
+    if isinstance(extra_info, Mapping):
+        try:
+            return task_of_row(extra_info)
+        except frognano.TaskError:
+            pass
+    if isinstance(ground_truth, Mapping):
+        return task_of_row(ground_truth)
+    if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
+        return task_of(ground_truth)
+    raise frognano.TaskError(
+        "compute_score needs the task: extra_info['task'] (as dataset_rows writes it) or a task as "
+        f"ground_truth; got ground_truth={str(ground_truth)[:80]!r} and extra_info keys "
+        f"{sorted(extra_info) if isinstance(extra_info, Mapping) else None}")
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _diff_path(header: str) -> Optional[str]:
+    path = header.split("\t")[0].strip()
+    if path == "/dev/null":
+        return None
+    return path[2:] if path.startswith(("a/", "b/")) else path
+
+
+def patch_actions(diff: str) -> List[Dict[str, Any]]:
+    """The environment actions (JSON tool calls) that apply a unified diff: one ``edit`` per
+    hunk (its old lines replaced by its new lines), ``create`` for a new file, ``insert`` for a
+    hunk without old lines. Text around the diff is ignored; [] when there is no diff."""
+    lines = diff.splitlines()
+    actions: List[Dict[str, Any]] = []
+    old_path = new_path = None
+    seen_header = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            old_path, new_path = _diff_path(line[4:]), _diff_path(lines[i + 1][4:])
+            seen_header = True
+            i += 2
+            continue
+        match = _HUNK.match(line)
+        if not (match and seen_header):
+            i += 1
+            continue
+        old_start = int(match.group(1))
+        old_count = int(match.group(2)) if match.group(2) is not None else 1
+        new_count = int(match.group(4)) if match.group(4) is not None else 1
+        old: List[str] = []
+        new: List[str] = []
+        old_eof = new_eof = False  # "\ No newline at end of file" after the last line of a side
+        last = " "
+        i += 1
+        while i < len(lines) and (len(old) < old_count or len(new) < new_count or lines[i].startswith("\\")):
+            body = lines[i]
+            tag, rest = (body[:1], body[1:]) if body else (" ", "")  # a bare empty line: blank context
+            if tag == "\\":
+                old_eof = old_eof or last in " -"
+                new_eof = new_eof or last in " +"
+            elif tag == " ":
+                old.append(rest)
+                new.append(rest)
+            elif tag == "-":
+                old.append(rest)
+            elif tag == "+":
+                new.append(rest)
+            else:
+                break
+            last = tag
+            i += 1
+        old_text = "".join(part + "\n" for part in old)
+        new_text = "".join(part + "\n" for part in new)
+        if old_eof and old_text:
+            old_text = old_text[:-1]
+        if new_eof and new_text:
+            new_text = new_text[:-1]
+        if old_path is None and new_path is not None:
+            actions.append({"name": "create", "arguments": {"path": new_path, "content": new_text}})
+        elif not old:
+            actions.append({"name": "insert", "arguments": {"path": new_path or old_path, "line": old_start,
+                                                            "text": new_text}})
+        else:
+            # A deleted file (+++ /dev/null) is emptied: the environment has no delete.
+            actions.append({"name": "edit", "arguments": {"path": old_path or new_path, "search": old_text,
+                                                          "replace": new_text}})
+    return actions
+
+
+def _portable(task: Task) -> Task:
+    """The task with a local repository path made absolute, so the rows work from any cwd."""
+    repo = task.get("repo")
+    if isinstance(repo, Mapping) and repo.get("kind") == "path" and not os.path.isabs(str(repo.get("path", ""))):
+        task = dict(task)
+        task["repo"] = {**repo, "path": os.path.abspath(str(repo["path"]))}
+    return task
+
+
+def dataset_rows(tasks: Tasks, *, agent_name: str = AGENT_NAME, data_source: str = DATA_SOURCE,
+                 split: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Rows of verl's RLHFDataset, one per task: ``prompt`` (the opening observation as the
+    user message), ``data_source``, ``agent_name`` (which agent loop runs the row),
+    ``reward_model`` (ground_truth: the task id) and ``extra_info`` with ``index``, ``task_id``
+    and ``task`` (the task as JSON, its local repository path made absolute)."""
+    rows = []
+    for index, task in enumerate(task_list(tasks)):
+        task = _portable(task)
+        rows.append({
+            "data_source": data_source,
+            "agent_name": agent_name,
+            "prompt": [{"role": "user", "content": first_prompt(task)}],
+            "ability": "code-repair",
+            "reward_model": {"style": "rule", "ground_truth": str(task["id"])},
+            "extra_info": {"index": index, "task_id": str(task["id"]), "task": task_json(task),
+                           "split": split or "train"},
+        })
+    return rows
+
+
+def write_parquet(tasks: Tasks, path: Union[str, "os.PathLike[str]"], **options: Any) -> str:
+    """Writes ``dataset_rows(tasks, **options)`` as a parquet file for ``data.train_files`` /
+    ``data.val_files``; returns its path."""
+    import pandas
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pandas.DataFrame(dataset_rows(tasks, **options)).to_parquet(out, index=False)
+    return str(out)
