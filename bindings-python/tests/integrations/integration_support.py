@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from frognano.integrations import TESTED_VERSIONS
+from frognano.integrations import TESTED_VERSIONS, fix_actions  # noqa: F401  (re-exported for the tests)
 
 ROOT = Path(__file__).resolve().parents[3]
 TASKS = ROOT / "examples" / "tasks" / "sample.jsonl"
@@ -41,36 +41,3 @@ def run_example(name, *args, timeout=600):
     assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
-
-def fix_actions(task):
-    """Edit tool calls that undo a task's bug_patch (its true fix), hunk by hunk: each replaces
-    the hunk's buggy lines (with their context) by the original ones."""
-    actions, path, before, after = [], None, [], []
-
-    def flush():
-        if path is not None and (before or after):
-            actions.append({"name": "edit", "arguments": {
-                "path": path, "search": "".join(after), "replace": "".join(before)}})
-
-    for line in task["bug_patch"].splitlines(keepends=True):
-        if line.startswith("+++ "):
-            flush()
-            before, after = [], []
-            name = line[4:].strip()
-            path = name[2:] if name.startswith("b/") else name
-        elif line.startswith("--- ") or line.startswith("diff ") or line.startswith("index "):
-            continue
-        elif line.startswith("@@"):
-            flush()
-            before, after = [], []
-        elif line.startswith("+"):
-            after.append(line[1:])
-        elif line.startswith("-"):
-            before.append(line[1:])
-        elif line.startswith(" "):
-            before.append(line[1:])
-            after.append(line[1:])
-        elif line.startswith("\\"):
-            continue
-    flush()
-    return actions

@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from integration_support import REQUIRED, ROOT, TASKS, framework, run_example
+from integration_support import REQUIRED, ROOT, TASKS, fix_actions, framework, run_example
 
 vf = framework("verifiers")
 
@@ -83,34 +83,6 @@ class RecordingSource:
 
     def feedback(self, outcomes):
         self.outcomes.extend(outcomes)
-
-
-def _fix_actions(task):
-    """The task's true fix as environment actions: each hunk of the bug patch reversed, as an
-    `edit` command (search the buggy lines, replace them with the original ones)."""
-    actions, path, hunk = [], None, None
-
-    def flush():
-        if hunk is not None:
-            buggy = "\n".join(text for kind, text in hunk if kind in " +")
-            original = "\n".join(text for kind, text in hunk if kind in " -")
-            actions.append(f"edit {path}\n<<<<<<< SEARCH\n{buggy}\n=======\n{original}\n>>>>>>> REPLACE")
-
-    for line in task["bug_patch"].splitlines():
-        if line.startswith("+++ "):
-            flush()
-            path, hunk = line[4:].removeprefix("b/"), None
-        elif line.startswith("--- "):
-            continue
-        elif line.startswith("@@"):
-            flush()
-            hunk = []
-        elif hunk is not None and line[:1] in (" ", "+", "-"):
-            hunk.append((line[:1], line[1:]))
-        elif hunk is not None and line == "":
-            hunk.append((" ", ""))
-    flush()
-    return actions
 
 
 def _text(message):
@@ -184,8 +156,8 @@ def test_the_true_fix_applied_through_env_actions_grades_one(server, tasks):
     async def run():
         state = await _state(env, server)
         messages = list(state["prompt"])
-        for action in _fix_actions(task):
-            messages.append(vf.AssistantMessage(content=action))
+        for action in fix_actions(task):  # the reference fix as JSON tool calls in the reply text
+            messages.append(vf.AssistantMessage(content=json.dumps(action)))
             reply = await env.env_response(messages, state)
             assert len(reply) == 1 and _role(reply[0]) == "user"
             assert not state["frognano_episode"].done and state["final_env_response"] is None

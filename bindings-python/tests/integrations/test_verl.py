@@ -30,7 +30,7 @@ from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 import frognano  # noqa: E402
-from frognano.integrations import TextEpisode, first_prompt, task_json  # noqa: E402
+from frognano.integrations import TextEpisode, first_prompt, reverse_patch, task_json  # noqa: E402
 from frognano.integrations import verl as fv  # noqa: E402
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
@@ -110,26 +110,6 @@ def observation_ids(tokenizer, text):
     full = chat_ids(tokenizer, head + [{"role": "user", "content": text}], True)
     assert full[: len(prefix)] == prefix
     return full[len(prefix):]
-
-
-def reverse_patch(patch):
-    """The true fix of a task: its bug patch reversed."""
-    out, lines, i = [], patch.splitlines(), 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            out += ["--- " + lines[i + 1][4:], "+++ " + line[4:]]
-            i += 2
-            continue
-        hunk = re.match(r"@@ -(\S+) \+(\S+) @@(.*)", line)
-        if hunk:
-            out.append(f"@@ -{hunk.group(2)} +{hunk.group(1)} @@{hunk.group(3)}")
-        elif line[:1] in "+-" and line:
-            out.append({"+": "-", "-": "+"}[line[0]] + line[1:])
-        else:
-            out.append(line)
-        i += 1
-    return "\n".join(out) + "\n"
 
 
 def segments(mask):

@@ -10,29 +10,10 @@ from pathlib import Path
 from gymnasium.utils.env_checker import check_env
 
 import frognano
+from frognano.integrations import fix_actions
 from frognano.integrations.gymnasium import FrogNanoEnv
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks" / "sample.jsonl"
-
-
-def true_fix(task):
-    """Edit calls undoing the task's bug_patch, one per hunk (what a perfect agent would do)."""
-    actions, path, before, after = [], None, [], []
-    for line in task["bug_patch"].splitlines(keepends=True) + ["@@"]:
-        if line.startswith(("@@", "+++ ")):
-            if path and (before or after):
-                actions.append({"name": "edit", "arguments": {"path": path, "search": "".join(after),
-                                                             "replace": "".join(before)}})
-            before, after = [], []
-            if line.startswith("+++ "):
-                path = line[4:].strip().removeprefix("b/")
-        elif line.startswith(("---", "diff ", "index ", "\\")):
-            continue
-        elif line[:1] in "+- ":
-            (after if line[0] == "+" else before).append(line[1:])
-            if line[0] == " ":
-                after.append(line[1:])
-    return actions
 
 
 def main():
@@ -44,7 +25,7 @@ def main():
     print(obs.splitlines()[0])
     obs, reward, terminated, truncated, info = env.step("test")
     print(f"tests: {info['tests']['passed']} passed, {info['tests']['failed']} failed")
-    for action in true_fix(tasks[0]):
+    for action in fix_actions(tasks[0]):  # the reference fix, as edit tool calls
         env.step(action)
     obs, reward, terminated, truncated, info = env.step("submit")
     env.close()

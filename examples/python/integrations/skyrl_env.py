@@ -14,29 +14,9 @@ from pathlib import Path
 import skyrl_gym
 
 import frognano
-from frognano.integrations import skyrl
+from frognano.integrations import fix_actions, skyrl
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks" / "sample.jsonl"
-
-
-def true_fix(task):
-    """JSON edit calls undoing the task's bug_patch, one per hunk (what a perfect agent does)."""
-    actions, path, before, after = [], None, [], []
-    for line in task["bug_patch"].splitlines(keepends=True) + ["@@"]:
-        if line.startswith(("@@", "+++ ")):
-            if path and (before or after):
-                actions.append(json.dumps({"name": "edit", "arguments": {
-                    "path": path, "search": "".join(after), "replace": "".join(before)}}))
-            before, after = [], []
-            if line.startswith("+++ "):
-                path = line[4:].strip().removeprefix("b/")
-        elif line.startswith(("---", "diff ", "index ", "\\")):
-            continue
-        elif line[:1] in "+- ":
-            (after if line[0] == "+" else before).append(line[1:])
-            if line[0] == " ":
-                after.append(line[1:])
-    return actions
 
 
 def play(env, prompt, policy):
@@ -68,7 +48,7 @@ def main():
         env = skyrl_gym.make(env_id, env_config={"max_turns": 3}, extras=rows[0])
         results.append(play(env, rows[0]["prompt"], generated))
 
-    fix = true_fix(tasks[1]) + ["submit"]
+    fix = [json.dumps(call) for call in fix_actions(tasks[1])] + ["submit"]  # the reference fix
     env = skyrl_gym.make(env_id, env_config={"max_turns": 10}, extras=rows[1])
     results.append(play(env, rows[1]["prompt"], lambda chat, turn: fix[turn]))
 

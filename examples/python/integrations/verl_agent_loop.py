@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import frognano
-from frognano.integrations import task_json
+from frognano.integrations import reverse_patch, task_json
 from frognano.integrations import verl as fv
 
 import verl
@@ -23,26 +23,6 @@ from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks" / "sample.jsonl"
-
-
-def true_fix(bug_patch: str) -> str:
-    """The bug patch reversed (its old and new sides swapped): the task's reference fix."""
-    lines, out, i = bug_patch.splitlines(), [], 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            out += ["--- " + lines[i + 1][4:], "+++ " + line[4:]]
-            i += 2
-            continue
-        if line.startswith("@@"):
-            old, new = line.split(" ")[1:3]
-            out.append(f"@@ -{new[1:]} +{old[1:]} @@")
-        elif line[:1] in ("+", "-"):
-            out.append({"+": "-", "-": "+"}[line[0]] + line[1:])
-        else:
-            out.append(line)
-        i += 1
-    return "\n".join(out) + "\n"
 
 
 def main() -> None:
@@ -74,7 +54,7 @@ def main() -> None:
     valid = out.batch["attention_mask"][:, out.batch["prompts"].shape[1]:]
     resolved = sum(bool(r) for r in out.non_tensor_batch["resolved"])
     info = {"task": task_json(tasks[0])}
-    fixed = fv.compute_score("frognano", true_fix(tasks[0]["bug_patch"]), tasks[0]["id"], info)
+    fixed = fv.compute_score("frognano", reverse_patch(tasks[0]["bug_patch"]), tasks[0]["id"], info)
     empty = fv.compute_score("frognano", "", tasks[0]["id"], info)
     print(f"verl agent loop: {len(tasks)} episodes, {int(mask.sum())} model tokens, "
           f"{int((valid - mask).sum())} observation tokens, resolved {resolved}/{len(tasks)}; "

@@ -18,10 +18,13 @@ raises an ImportError naming the extra to install, e.g. ``pip install 'frognano[
 Shared by all of them, and needing no framework: ``TaskSampler``, the curriculum as a service
 (any task source, the ``FrontierSynthesizer`` included, as a thread-safe iterator of tasks with
 ``observe(results)`` feedback and a picklable state), and ``TextEpisode``, one episode of a task
-driven by text actions with a reward graded by the task's tests in the sandbox.
+driven by text actions with a reward graded by the task's tests in the sandbox; and
+``patch_actions`` / ``fix_actions``, a unified diff (or a task's reference fix) as the
+environment's tool calls.
 """
 
-from ._common import TESTED_VERSIONS, TextEpisode, first_prompt, shared_sandbox, task_json, task_list, task_of, task_of_row
+from ._common import (TESTED_VERSIONS, TextEpisode, first_prompt, fix_actions, patch_actions, reverse_patch, shared_sandbox,
+                      task_json, task_list, task_of, task_of_row)
 from .curriculum import TaskSampler, outcome_of
 
 __all__ = [
@@ -29,7 +32,10 @@ __all__ = [
     "TaskSampler",
     "TextEpisode",
     "first_prompt",
+    "fix_actions",
     "outcome_of",
+    "patch_actions",
+    "reverse_patch",
     "shared_sandbox",
     "task_json",
     "task_list",

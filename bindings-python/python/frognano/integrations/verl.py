@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -40,7 +39,8 @@ from uuid import uuid4
 
 import frognano
 
-from ._common import TextEpisode, Task, Tasks, first_prompt, require, task_json, task_list, task_of, task_of_row
+from ._common import (TextEpisode, Task, Tasks, first_prompt, patch_actions, require, task_json, task_list, task_of,
+                      task_of_row)
 
 require("verl", "verl")
 _agent_loop = require("verl.experimental.agent_loop.agent_loop", "verl")
@@ -355,79 +355,6 @@ def _task_for_score(ground_truth: Any, extra_info: Optional[Mapping[str, Any]]) 
         "compute_score needs the task: extra_info['task'] (as dataset_rows writes it) or a task as "
         f"ground_truth; got ground_truth={str(ground_truth)[:80]!r} and extra_info keys "
         f"{sorted(extra_info) if isinstance(extra_info, Mapping) else None}")
-
-
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-def _diff_path(header: str) -> Optional[str]:
-    path = header.split("\t")[0].strip()
-    if path == "/dev/null":
-        return None
-    return path[2:] if path.startswith(("a/", "b/")) else path
-
-
-def patch_actions(diff: str) -> List[Dict[str, Any]]:
-    """The environment actions (JSON tool calls) that apply a unified diff: one ``edit`` per
-    hunk (its old lines replaced by its new lines), ``create`` for a new file, ``insert`` for a
-    hunk without old lines. Text around the diff is ignored; [] when there is no diff."""
-    lines = diff.splitlines()
-    actions: List[Dict[str, Any]] = []
-    old_path = new_path = None
-    seen_header = False
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            old_path, new_path = _diff_path(line[4:]), _diff_path(lines[i + 1][4:])
-            seen_header = True
-            i += 2
-            continue
-        match = _HUNK.match(line)
-        if not (match and seen_header):
-            i += 1
-            continue
-        old_start = int(match.group(1))
-        old_count = int(match.group(2)) if match.group(2) is not None else 1
-        new_count = int(match.group(4)) if match.group(4) is not None else 1
-        old: List[str] = []
-        new: List[str] = []
-        old_eof = new_eof = False  # "\ No newline at end of file" after the last line of a side
-        last = " "
-        i += 1
-        while i < len(lines) and (len(old) < old_count or len(new) < new_count or lines[i].startswith("\\")):
-            body = lines[i]
-            tag, rest = (body[:1], body[1:]) if body else (" ", "")  # a bare empty line: blank context
-            if tag == "\\":
-                old_eof = old_eof or last in " -"
-                new_eof = new_eof or last in " +"
-            elif tag == " ":
-                old.append(rest)
-                new.append(rest)
-            elif tag == "-":
-                old.append(rest)
-            elif tag == "+":
-                new.append(rest)
-            else:
-                break
-            last = tag
-            i += 1
-        old_text = "".join(part + "\n" for part in old)
-        new_text = "".join(part + "\n" for part in new)
-        if old_eof and old_text:
-            old_text = old_text[:-1]
-        if new_eof and new_text:
-            new_text = new_text[:-1]
-        if old_path is None and new_path is not None:
-            actions.append({"name": "create", "arguments": {"path": new_path, "content": new_text}})
-        elif not old:
-            actions.append({"name": "insert", "arguments": {"path": new_path or old_path, "line": old_start,
-                                                            "text": new_text}})
-        else:
-            # A deleted file (+++ /dev/null) is emptied: the environment has no delete.
-            actions.append({"name": "edit", "arguments": {"path": old_path or new_path, "search": old_text,
-                                                          "replace": new_text}})
-    return actions
 
 
 def _portable(task: Task) -> Task:
