@@ -3,55 +3,27 @@ actions with log-probs and token ids, episodes through evaluate (an HttpPolicy o
 openai:URL@MODEL spec), and clear errors for bad options, a server that is not there and a
 wrong model name."""
 
-import os
 import pathlib
-import socket
-import subprocess
-import time
-import urllib.request
 
 import pytest
 
 import frognano
+from serving import cli_path, free_port, frognano_serve
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks" / "sample.jsonl"
 CONTEXT = {"task_id": "t", "initial": {"text": "Fix the bug in add()."}, "history": []}
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    cli = pathlib.Path(os.environ.get("FROGNANO_CLI") or ROOT / "target/debug/frognano")
-    if not cli.exists():
-        pytest.fail(f"{cli} is not built (cargo build --workspace), or set FROGNANO_CLI")
+    cli = cli_path()
+    if cli is None:
+        pytest.fail("the CLI is not built (cargo build --workspace), or set FROGNANO_CLI")
     model = frognano.make_tiny_model(tmp_path_factory.mktemp("tiny"), seed=0,
                                      progress=lambda message: None)
-    port = _free_port()
-    process = subprocess.Popen(
-        [str(cli), "serve", "--model", str(model), "--port", str(port),
-         "--served-model-name", "tiny", "--threads", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "/models", timeout=2).read()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"frognano serve did not come up: {process.stdout.read()}")
-            time.sleep(0.2)
-    yield url
-    process.terminate()
-    # SIGTERM is a graceful shutdown: it exits 0.
-    assert process.wait(timeout=30) == 0
+    with frognano_serve(cli, model) as url:
+        yield url
 
 
 def test_a_served_model_acts_with_logprobs_and_token_ids(server):
@@ -92,7 +64,7 @@ def test_bad_options_and_unreachable_servers_are_clear_errors(server):
         frognano.HttpPolicy("not a url", "tiny")
     with pytest.raises(frognano.InferenceError, match="serves: tiny"):
         frognano.HttpPolicy(server, "no-such-model")
-    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(frognano.InferenceError, match="cannot reach"):
         frognano.HttpPolicy(dead, "tiny", retries=0)
     # Without the check, each episode's request fails on its own.

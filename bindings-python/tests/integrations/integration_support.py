@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from frognano.integrations import TESTED_VERSIONS, fix_actions  # noqa: F401  (re-exported for the tests)
+from frognano.integrations import TESTED_VERSIONS
 
 ROOT = Path(__file__).resolve().parents[3]
+# The helpers of the package's other tests (serving.py) are importable from here too.
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
 TASKS = ROOT / "examples" / "tasks" / "sample.jsonl"
 EXAMPLES = ROOT / "examples" / "python" / "integrations"
 REQUIRED = os.environ.get("FROGNANO_REQUIRE_INTEGRATIONS") == "1"

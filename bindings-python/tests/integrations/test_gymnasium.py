@@ -3,13 +3,13 @@ episodes (one resolved by the task's true fix), the vector env over EnvPool, bad
 
 import numpy as np
 import pytest
-from integration_support import fix_actions, framework, run_example
+from integration_support import framework, run_example
 
 gymnasium = framework("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import frognano  # noqa: E402
-from frognano.integrations import TaskSampler  # noqa: E402
+from frognano.integrations import TaskSampler, fix_actions  # noqa: E402
 from frognano.integrations.gymnasium import FrogNanoEnv, FrogNanoVectorEnv  # noqa: E402
 
 

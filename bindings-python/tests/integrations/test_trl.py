@@ -4,8 +4,6 @@ runs, the token-exactness of the rollouts, the tool schemas, and bad input."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -239,13 +237,6 @@ def test_bad_rows_and_prompts(task):
     assert task["problem_statement"].strip() in drawn.reset(prompt=[{"role": "user", "content": ""}])
     with pytest.raises(frognano.TaskError):
         drawn.reset(task="not json")
-
-
-def test_import_without_trl_names_the_extra():
-    code = ("import sys; sys.modules['trl'] = None\n"
-            "try:\n    import frognano.integrations.trl\nexcept ImportError as e:\n    print(e)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "pip install 'frognano[trl]'" in done.stdout and "1.16.0" in done.stdout
 
 
 def test_example():

@@ -7,63 +7,31 @@ and the example script."""
 
 import asyncio
 import json
-import os
-import pathlib
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
-from integration_support import REQUIRED, ROOT, TASKS, fix_actions, framework, run_example
+from integration_support import REQUIRED, TASKS, framework, run_example
 
 vf = framework("verifiers")
 
 import frognano  # noqa: E402
-from frognano.integrations import TaskSampler, TextEpisode  # noqa: E402
+from frognano.integrations import TaskSampler, TextEpisode, fix_actions  # noqa: E402
 from frognano.integrations.verifiers import FrogNanoEnv, dataset_rows, load_environment  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _cli():
-    cli = pathlib.Path(os.environ.get("FROGNANO_CLI") or ROOT / "target" / "debug" / "frognano")
-    if not cli.exists():
-        message = f"{cli} is not built (cargo build), or set FROGNANO_CLI"
-        if REQUIRED:
-            pytest.fail(message)
-        pytest.skip(message)
-    return cli
+from serving import cli_path, free_port, frognano_serve  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def server(tiny_model):
     """`frognano serve` of the tiny model on a free loopback port; its /v1 URL."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [str(_cli()), "serve", "--model", str(tiny_model), "--served-model-name", "tiny",
-         "--port", str(port), "--threads", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"frognano serve did not come up: {process.stdout.read()}")
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/v1"
-    process.terminate()
-    process.wait(timeout=30)
+    cli = cli_path()
+    if cli is None:
+        message = "the CLI is not built (cargo build), or set FROGNANO_CLI"
+        if REQUIRED:
+            pytest.fail(message)
+        pytest.skip(message)
+    with frognano_serve(cli, tiny_model) as url:
+        yield url
 
 
 def _client(url):
@@ -133,7 +101,7 @@ def test_a_rollout_cut_short_by_the_model_server_is_graded_but_not_reported(task
     env = load_environment(tasks[:1], max_turns=2, sampler=TaskSampler(source))
     # Nothing listens there: verifiers records a ModelError and stops the rollout.
     client = vf.OpenAIChatCompletionsClient(
-        AsyncOpenAI(base_url=f"http://127.0.0.1:{_free_port()}/v1", api_key="unused", max_retries=0))
+        AsyncOpenAI(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="unused", max_retries=0))
     results = asyncio.run(env.evaluate(client, "tiny", sampling_args={"max_tokens": 4}, num_examples=1,
                                        on_start=lambda *a: None, on_progress=lambda *a: None))
     (output,) = results["outputs"]
@@ -221,14 +189,7 @@ def test_bad_tasks_raise_clear_errors(monkeypatch, tasks):
     assert dataset_rows(tasks[:1])[0]["task_id"] == tasks[0]["id"]
 
 
-def test_without_verifiers_the_import_names_the_extra():
-    code = "import sys; sys.modules['verifiers'] = None; import frognano.integrations.verifiers"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0
-    assert "ImportError" in done.stderr and "pip install 'frognano[verifiers]'" in done.stderr
-
-
 def test_example(monkeypatch):
-    monkeypatch.setenv("FROGNANO_CLI", str(_cli()))
+    monkeypatch.setenv("FROGNANO_CLI", str(cli_path()))
     out = run_example("verifiers_env.py")
     assert "verifiers: 2 rollouts" in out and "sampler observed 2" in out
