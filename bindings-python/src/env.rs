@@ -218,6 +218,7 @@ impl PyEnvPool {
 
     /// reset(tasks) -> list of (observation, info); environment i gets tasks[i]. A None task
     /// leaves its environment alone (its entry is None), so single environments can be reset.
+    #[allow(clippy::type_complexity)]
     fn reset<'py>(
         &mut self,
         py: Python<'py>,
