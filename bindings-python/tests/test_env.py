@@ -75,6 +75,12 @@ def test_pool_steps_in_parallel(sandbox, tasks):
     assert results[1] is None and "tinyparse/" in results[0][0]
     with pytest.raises(frognano.InvalidArgumentError):
         pool.step([42])
+    # A None task leaves its environment's episode running.
+    again = pool.reset([None, tasks[3]])
+    assert again[0] is None and again[1][1]["task_id"] == tasks[3]["id"]
+    assert pool.step(["ls", None])[0] is not None
+    with pytest.raises(frognano.InvalidArgumentError):
+        pool.reset([None, None, tasks[0]])
 
 
 def test_evaluate_builtin_and_python_policies(sandbox, tasks, tmp_path):
