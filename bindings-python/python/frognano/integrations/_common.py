@@ -172,10 +172,10 @@ class TextEpisode:
         self.env.close()
 
 
-def first_prompt(task: TaskLike) -> str:
+def first_prompt(task: TaskLike, observation_chars: int = 6000) -> str:
     """The opening observation of a task (its problem statement and the tool instructions), as
     the first user message of a chat."""
-    episode = TextEpisode(task)
+    episode = TextEpisode(task, observation_chars=observation_chars)
     try:
         return episode.observation
     finally:

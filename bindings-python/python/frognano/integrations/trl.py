@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import frognano
 
-from ._common import Task, Tasks, TextEpisode, require, task_json, task_list, task_of, task_of_row
+from ._common import Task, Tasks, TextEpisode, first_prompt, require, task_json, task_list, task_of, task_of_row
 from .curriculum import TaskSampler
 
 trl = require("trl", "trl")
@@ -66,17 +66,9 @@ PromptSpec = Union[None, str, Callable[[Task], str]]
 # Dataset -----------------------------------------------------------------------------------
 
 
-def _opening_observation(task: Task, observation_chars: int) -> str:
-    episode = TextEpisode(task, observation_chars=observation_chars)
-    try:
-        return episode.observation
-    finally:
-        episode.close()
-
-
 def _user_text(task: Task, prompt: PromptSpec, observation_chars: int) -> str:
     if prompt is None:
-        return _opening_observation(task, observation_chars)
+        return first_prompt(task, observation_chars)
     if isinstance(prompt, str):
         return prompt
     if callable(prompt):
