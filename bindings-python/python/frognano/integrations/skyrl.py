@@ -90,6 +90,7 @@ class FrogNanoTextEnv(BaseTextEnv):
             _option(env_config, "observation_chars", DEFAULT_OBSERVATION_CHARS), "observation_chars")
         self.sandbox = sandbox
         self.episode: Optional[TextEpisode] = None
+        self.turns = 0
         self._reported = 0.0  # the reward handed out so far (each step returns its increment)
 
     @property
