@@ -172,10 +172,11 @@ class TextEpisode:
         self.env.close()
 
 
-def first_prompt(task: TaskLike, observation_chars: int = 6000) -> str:
+def first_prompt(task: TaskLike, observation_chars: int = 6000,
+                 sandbox: Optional["frognano.Sandbox"] = None) -> str:
     """The opening observation of a task (its problem statement and the tool instructions), as
     the first user message of a chat."""
-    episode = TextEpisode(task, observation_chars=observation_chars)
+    episode = TextEpisode(task, sandbox=sandbox, observation_chars=observation_chars)
     try:
         return episode.observation
     finally:

@@ -66,7 +66,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import frognano
 
-from ._common import Tasks, TextEpisode, require, task_json, task_list, task_of_row
+from ._common import Tasks, TextEpisode, first_prompt, require, task_json, task_list, task_of_row
 from .curriculum import TaskSampler
 
 vf = require("verifiers", "verifiers")
@@ -96,13 +96,8 @@ def dataset_rows(tasks: Tasks, *, sandbox: Optional["frognano.Sandbox"] = None,
     answer) and `task_id`."""
     rows = []
     for task in task_list(tasks):
-        episode = TextEpisode(task, sandbox=sandbox, observation_chars=observation_chars)
-        try:
-            opening = episode.observation
-        finally:
-            episode.close()
         rows.append({
-            "prompt": [{"role": "user", "content": opening}],
+            "prompt": [{"role": "user", "content": first_prompt(task, observation_chars, sandbox)}],
             "info": task_json(task),
             "answer": "",
             "task_id": str(task["id"]),
