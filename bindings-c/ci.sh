@@ -46,8 +46,11 @@ cargo test -q -p frognano-c --test header
 # local_model.c runs on a tiny randomly initialised model (the layout, tokenizer and chat
 # template of the real ones; converted by the inference environment, installed into the cache
 # on first use).
-step "cargo build -p frognano-cli; frognano models tiny (for examples/c/local_model.c)"
-cargo build -p frognano-cli
+# The whole workspace, not `-p frognano-cli`: a package built alone resolves other features of
+# its dependencies (wasmtime among them) and would compile them again; after the test script's
+# workspace build this is a no-op.
+step "cargo build --workspace; frognano models tiny (for examples/c/local_model.c)"
+cargo build --workspace
 "$target/debug/frognano" models tiny "$work/tiny" >/dev/null
 tiny_model="$work/tiny/fp32"
 
