@@ -4,6 +4,8 @@ process-wide sandbox, and one text episode over a RepoEnv."""
 from __future__ import annotations
 
 import importlib
+import asyncio
+import itertools
 import json
 import os
 import re
@@ -181,6 +183,51 @@ def first_prompt(task: TaskLike, observation_chars: int = 6000,
         return episode.observation
     finally:
         episode.close()
+
+
+
+class LocalGenerator:
+    """A frognano.LocalModel behind the vLLM-style engines the frameworks expect (verl's server
+    manager, OpenRLHF's llm_engine): one prompt of token ids per request, sampling options as
+    vLLM names them, generation in a thread. A request without a seed samples with seed + its
+    request number, so a run is reproducible and repeated prompts are sampled afresh."""
+
+    def __init__(self, model: Union["frognano.LocalModel", str, "os.PathLike[str]"], *, seed: int = 0,
+                 intra_threads: int = 0):
+        self.model = model if isinstance(model, frognano.LocalModel) else frognano.LocalModel(
+            model, intra_threads=intra_threads)
+        self.seed = int(seed)
+        self.context_length = int(self.model.config.get("context_length") or 0)
+        self._requests = itertools.count()
+        self._lock = threading.Lock()
+
+    def next_seed(self) -> int:
+        with self._lock:
+            return self.seed + next(self._requests)
+
+    async def generate(self, prompt_ids: Sequence[int], *, max_tokens: int, temperature: float = 1.0,
+                       top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = None, stop: Any = None,
+                       stop_token_ids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
+        """LocalModel.generate's result for one prompt, at most max_tokens new tokens (fewer
+        when the context has less room; InvalidArgumentError when it has none)."""
+        prompt = [int(t) for t in prompt_ids]
+        if self.context_length:
+            room = self.context_length - len(prompt)
+            if room < 1:
+                raise frognano.InvalidArgumentError(
+                    f"a prompt of {len(prompt)} tokens leaves no room in the model's context of "
+                    f"{self.context_length}")
+            max_tokens = min(int(max_tokens), room)
+        options = dict(
+            max_new_tokens=max(1, int(max_tokens)),
+            temperature=float(temperature),
+            top_k=max(0, int(top_k or 0)),  # vLLM writes -1 for "no top-k"
+            top_p=float(1.0 if top_p is None else top_p),
+            seed=int(self.next_seed() if seed is None else seed),
+            stop=stop or None,
+            stop_token_ids=[int(t) for t in (stop_token_ids or [])] or None,
+        )
+        return (await asyncio.to_thread(self.model.generate, [prompt], **options))[0]
 
 
 # Unified diffs as environment actions ---------------------------------------------------------

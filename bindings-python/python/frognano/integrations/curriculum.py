@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 import frognano
 
@@ -216,9 +216,3 @@ def outcome_of(result: Any) -> Dict[str, Any]:
     if resolved is None:
         resolved = reward >= 1.0
     return {"task_id": str(task_id), "resolved": bool(resolved), "reward": reward}
-
-
-def observe_all(sampler: Optional[TaskSampler], results: Iterable[Any]) -> None:
-    """observe() when there is a sampler to tell."""
-    if sampler is not None:
-        sampler.observe(list(results))

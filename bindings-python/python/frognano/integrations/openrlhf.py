@@ -49,14 +49,14 @@ ONNX model (a folder that is also a Hugging Face checkpoint gives the matching t
 # sys.modules, where dataclasses cannot resolve string annotations.
 import asyncio
 import contextvars
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import frognano
 
 # Absolute imports: OpenRLHF executes this file as a standalone module ("agent_module").
-from frognano.integrations._common import TextEpisode, Tasks, first_prompt, require, task_json, task_list, task_of
+from frognano.integrations._common import (LocalGenerator, TextEpisode, Tasks, first_prompt, require, task_json,
+                                           task_list, task_of)
 
 _agent = require("openrlhf.utils.agent", "openrlhf")
 torch = require("torch", "openrlhf")
@@ -348,37 +348,30 @@ class LocalEngine:
     request number, so a run is reproducible."""
 
     def __init__(self, model: Any, *, max_new_tokens: Optional[int] = None, seed: int = 0, intra_threads: int = 0):
-        self.model = model if isinstance(model, frognano.LocalModel) else frognano.LocalModel(
-            model, intra_threads=intra_threads)
+        self.local = LocalGenerator(model, seed=seed, intra_threads=intra_threads)
+        self.model = self.local.model
         self.max_new_tokens = max_new_tokens
-        self.seed = seed
-        self._requests = itertools.count()
 
     async def generate(self, prompt_token_ids: Sequence[int], sampling_params: Any,
                        multi_modal_data: Any = None) -> RequestOutput:
         if multi_modal_data:
             raise frognano.InvalidArgumentError("LocalEngine generates from text only (no multi_modal_data)")
-        number = next(self._requests)
         prompt = [int(t) for t in prompt_token_ids]
-        room = int(self.model.config["context_length"]) - len(prompt)
-        limit = getattr(sampling_params, "max_tokens", None) or room
+        # OpenRLHF asks for all the room left; the context bounds it in any case.
+        limit = getattr(sampling_params, "max_tokens", None) or self.local.context_length - len(prompt)
         if self.max_new_tokens is not None:
             limit = min(limit, self.max_new_tokens)
-        limit = min(limit, room)
-        if limit < 1:
-            raise frognano.InvalidArgumentError(f"no room to generate: the prompt has {len(prompt)} tokens")
-        top_k = getattr(sampling_params, "top_k", 0) or 0
         seed = getattr(sampling_params, "seed", None)
-        options = dict(
-            max_new_tokens=int(limit),
-            temperature=float(getattr(sampling_params, "temperature", 1.0)),
-            top_k=max(int(top_k), 0),  # vLLM's -1 means no top-k
-            top_p=float(getattr(sampling_params, "top_p", 1.0) or 1.0),
-            seed=int(self.seed + number if seed is None else seed),
-            stop=getattr(sampling_params, "stop", None) or None,
-            stop_token_ids=getattr(sampling_params, "stop_token_ids", None) or None,
+        seed = self.local.next_seed() if seed is None else seed
+        generation = await self.local.generate(
+            prompt, max_tokens=limit,
+            temperature=getattr(sampling_params, "temperature", 1.0),
+            top_k=getattr(sampling_params, "top_k", 0),
+            top_p=getattr(sampling_params, "top_p", 1.0) or 1.0,
+            seed=seed,
+            stop=getattr(sampling_params, "stop", None),
+            stop_token_ids=getattr(sampling_params, "stop_token_ids", None),
         )
-        generation = (await asyncio.to_thread(self.model.generate, [prompt], **options))[0]
         ids = [int(t) for t in generation["token_ids"]]
         logprobs = None
         if getattr(sampling_params, "logprobs", None) is not None:
@@ -387,7 +380,7 @@ class LocalEngine:
             index=0, text=generation["text"], token_ids=ids,
             cumulative_logprob=float(sum(generation["logprobs"])), logprobs=logprobs,
             finish_reason="length" if generation["finish_reason"] == "length" else "stop")
-        return RequestOutput(request_id=f"frognano-{number}", prompt_token_ids=prompt, outputs=[completion])
+        return RequestOutput(request_id=f"frognano-{seed}", prompt_token_ids=prompt, outputs=[completion])
 
 
 __all__ = [

@@ -30,17 +30,15 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
-import threading
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from uuid import uuid4
 
 import frognano
 
-from ._common import (TextEpisode, Task, Tasks, first_prompt, patch_actions, require, task_json, task_list, task_of,
-                      task_of_row)
+from ._common import (LocalGenerator, TextEpisode, Task, Tasks, first_prompt, patch_actions, require, task_json,
+                      task_list, task_of, task_of_row)
 
 require("verl", "verl")
 _agent_loop = require("verl.experimental.agent_loop.agent_loop", "verl")
@@ -258,13 +256,9 @@ class FrogNanoServerManager(LLMServerClient):
     def __init__(self, model: Union["frognano.LocalModel", str, "os.PathLike[str]"], *, max_tokens: int = 256,
                  seed: int = 0, intra_threads: int = 0, config: Any = None):
         super().__init__(config=config)
-        self.model = model if isinstance(model, frognano.LocalModel) else frognano.LocalModel(
-            model, intra_threads=intra_threads)
+        self.local = LocalGenerator(model, seed=seed, intra_threads=intra_threads)
+        self.model = self.local.model
         self.max_tokens = int(max_tokens)
-        self.seed = int(seed)
-        self.context_length = int(self.model.config.get("context_length") or 0)
-        self._requests = itertools.count()
-        self._lock = threading.Lock()
 
     async def generate(self, request_id: str, *, prompt_ids: Sequence[int], sampling_params: Mapping[str, Any],
                        image_data: Any = None, video_data: Any = None, audio_data: Any = None,
@@ -273,35 +267,20 @@ class FrogNanoServerManager(LLMServerClient):
             raise frognano.InvalidArgumentError("FrogNanoServerManager generates from text only")
         params = dict(sampling_params)
         for key, off in _UNSUPPORTED_SAMPLING.items():
-            value = params.pop(key, off)
+            value = params.get(key, off)
             if value is not None and value != off:
                 raise frognano.InvalidArgumentError(f"the local model does not support {key}={value!r}")
-        prompt = [int(t) for t in prompt_ids]
-        max_tokens = params.pop("max_tokens", None) or params.pop("max_new_tokens", None) or self.max_tokens
-        if self.context_length:
-            room = self.context_length - len(prompt)
-            if room < 1:
-                raise frognano.InvalidArgumentError(
-                    f"a prompt of {len(prompt)} tokens leaves no room in the model's context of "
-                    f"{self.context_length}")
-            max_tokens = min(int(max_tokens), room)
-        top_k = int(params.pop("top_k", 0) or 0)
-        seed = params.pop("seed", None)
-        if seed is None:
-            with self._lock:
-                seed = self.seed + next(self._requests)
-        want_logprobs = params.pop("logprobs", True)
-        stop = params.pop("stop", None)
-        options = dict(
-            max_new_tokens=max(1, int(max_tokens)),
-            temperature=float(params.pop("temperature", 1.0)),
-            top_k=max(0, top_k),  # verl/vLLM write -1 for "no top-k"
-            top_p=float(params.pop("top_p", 1.0)),
-            seed=int(seed),
-            stop=stop or None,
-            stop_token_ids=[int(t) for t in (params.pop("stop_token_ids", None) or [])] or None,
+        generation = await self.local.generate(
+            prompt_ids,
+            max_tokens=params.get("max_tokens") or params.get("max_new_tokens") or self.max_tokens,
+            temperature=params.get("temperature", 1.0),
+            top_k=params.get("top_k", 0),
+            top_p=params.get("top_p", 1.0),
+            seed=params.get("seed"),
+            stop=params.get("stop"),
+            stop_token_ids=params.get("stop_token_ids"),
         )
-        generation = (await asyncio.to_thread(self.model.generate, [prompt], **options))[0]
+        want_logprobs = params.get("logprobs", True)
         return TokenOutput(
             token_ids=list(generation["token_ids"]),
             log_probs=list(generation["logprobs"]) if want_logprobs not in (False, None) else None,
