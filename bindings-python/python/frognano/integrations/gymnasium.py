@@ -97,6 +97,16 @@ class _TextCodec:
         return text
 
 
+def _text_spaces(charset: Optional[str], max_observation_length: int,
+                 max_action_length: int) -> Tuple[_TextCodec, spaces.Text, spaces.Text]:
+    """The observation codec and the observation and action spaces over the default charset
+    plus `charset`."""
+    chars = frozenset(charset) | DEFAULT_CHARSET if charset else DEFAULT_CHARSET
+    return (_TextCodec(chars, max_observation_length),
+            spaces.Text(max_length=max_observation_length, min_length=0, charset=chars),
+            spaces.Text(max_length=max_action_length, min_length=1, charset=chars))
+
+
 def _action(action: Any) -> Union[str, Dict[str, Any]]:
     if isinstance(action, (str, dict)):
         # Lone surrogates (from a random string) cannot cross into the environment.
@@ -126,10 +136,8 @@ class FrogNanoEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise frognano.InvalidArgumentError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self._tasks = _Tasks(tasks, sampler)
-        chars = frozenset(charset) | DEFAULT_CHARSET if charset else DEFAULT_CHARSET
-        self._codec = _TextCodec(chars, max_observation_length)
-        self.observation_space = spaces.Text(max_length=max_observation_length, min_length=0, charset=chars)
-        self.action_space = spaces.Text(max_length=max_action_length, min_length=1, charset=chars)
+        self._codec, self.observation_space, self.action_space = _text_spaces(
+            charset, max_observation_length, max_action_length)
         self.render_mode = render_mode
         self._env = frognano.RepoEnv(sandbox, max_steps=max_steps, max_observation_chars=max_observation_chars,
                                      observation_chars=observation_chars)
@@ -193,10 +201,8 @@ class FrogNanoVectorEnv(VectorEnv):
             raise frognano.InvalidArgumentError("num_envs must be at least 1")
         self.num_envs = num_envs
         self._tasks = _Tasks(tasks, sampler)
-        chars = frozenset(charset) | DEFAULT_CHARSET if charset else DEFAULT_CHARSET
-        self._codec = _TextCodec(chars, max_observation_length)
-        self.single_observation_space = spaces.Text(max_length=max_observation_length, min_length=0, charset=chars)
-        self.single_action_space = spaces.Text(max_length=max_action_length, min_length=1, charset=chars)
+        self._codec, self.single_observation_space, self.single_action_space = _text_spaces(
+            charset, max_observation_length, max_action_length)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._pool = frognano.EnvPool(num_envs, sandbox, workers=workers, max_steps=max_steps,
