@@ -165,20 +165,29 @@ step "valgrind --tool=none warm-up (compiles the module for valgrind's CPU once;
 env "${vg_env[@]}" valgrind -q --tool=none "$work/run_tests" examples/repos/textkit 2>&1 \
     | grep -E '^(setup: |image |[a-z_]+: [0-9]+ passed)'
 
-step "valgrind memcheck: examples/c/run_tests examples/repos/textkit"
-memcheck 0 "$work/vg-textkit.log" "$work/run_tests" examples/repos/textkit \
-    | grep -v -E '^(passed|frognano|json) '
+# The memcheck runs below are independent, and valgrind runs each program on one core (it
+# serialises its threads), so they run in two lanes side by side, each lane's output kept in
+# a file and shown when both are done.
+memcheck_textkit() {
+    step "valgrind memcheck: examples/c/run_tests examples/repos/textkit"
+    memcheck 0 "$work/vg-textkit.log" "$work/run_tests" examples/repos/textkit \
+        | grep -v -E '^(passed|frognano|json) '
+}
 
-step "valgrind memcheck: a crashing guest (wasm trap through wasmtime's SIGILL handler)"
-memcheck 1 "$work/vg-trap.log" "$work/run_tests" "$trap_repo" \
-    | grep -E '^(crashed|detail|valgrind)'
+memcheck_trap() {
+    step "valgrind memcheck: a crashing guest (wasm trap through wasmtime's SIGILL handler)"
+    memcheck 1 "$work/vg-trap.log" "$work/run_tests" "$trap_repo" \
+        | grep -E '^(crashed|detail|valgrind)'
+}
 
 # The agent example under memcheck runs its episode only (--skip-evaluate; two test runs, about
 # two minutes): the oracle evaluation of the whole sample set is three dozen sandboxed test
 # runs at about a minute each under memcheck, half an hour. The evaluation runs natively and
 # under ASAN instead.
-step "valgrind memcheck: examples/c/agent_env --skip-evaluate"
-memcheck 0 "$work/vg-agent.log" "$work/agent_env" --skip-evaluate examples/tasks/sample.jsonl
+memcheck_agent() {
+    step "valgrind memcheck: examples/c/agent_env --skip-evaluate"
+    memcheck 0 "$work/vg-agent.log" "$work/agent_env" --skip-evaluate examples/tasks/sample.jsonl
+}
 
 # synth_tasks runs under memcheck only on the crashing repository: frognano_synthesize parses
 # its options, loads the repository, runs the first intake run (it crashes) and returns a
@@ -189,8 +198,10 @@ memcheck 0 "$work/vg-agent.log" "$work/agent_env" --skip-evaluate examples/tasks
 # minutes each memcheck step here takes. It handles memory no differently from what agent_env
 # exercises under memcheck (a task set, owned JSON strings, error objects); it runs natively and
 # under ASAN + LeakSanitizer below, and tests/synth.rs covers its other paths.
-step "valgrind memcheck: examples/c/synth_tasks on a repository whose suite crashes"
-memcheck 2 "$work/vg-synth.log" "$work/synth_tasks" "$trap_repo" 1
+memcheck_synth() {
+    step "valgrind memcheck: examples/c/synth_tasks on a repository whose suite crashes"
+    memcheck 2 "$work/vg-synth.log" "$work/synth_tasks" "$trap_repo" 1
+}
 
 # train_policy runs under memcheck without its training run (--skip-training): the advantages,
 # learnability, error objects and a configuration the trainer refuses, in seconds. Training
@@ -198,8 +209,10 @@ memcheck 2 "$work/vg-synth.log" "$work/synth_tasks" "$trap_repo" 1
 # held-out evaluation), an hour under memcheck; its memory handling (a handle, owned JSON
 # strings, error objects) is what the other examples exercise under memcheck, and it runs
 # natively and under ASAN + LeakSanitizer below.
-step "valgrind memcheck: examples/c/train_policy --skip-training"
-memcheck 0 "$work/vg-train.log" "$work/train_policy" --skip-training
+memcheck_train() {
+    step "valgrind memcheck: examples/c/train_policy --skip-training"
+    memcheck 0 "$work/vg-train.log" "$work/train_policy" --skip-training
+}
 
 # local_model.c does not run under memcheck: memcheck reports errors that are not FrogNano's,
 # in the ONNX Runtime library it loads (a 4-byte memcpy whose source and destination are the same
@@ -208,9 +221,26 @@ memcheck 0 "$work/vg-train.log" "$work/train_policy" --skip-training
 # no definite leak. It runs natively and under ASAN + LeakSanitizer below, which instruments the
 # C code and tracks every allocation of the Rust library; tests/llm.rs covers the other paths.
 
-step "valgrind memcheck: the deliberate leak is reported"
-memcheck 99 "$work/vg-leak.log" "$work/leak"
-grep -q 'definitely lost: [1-9]' "$work/vg-leak.log"
+memcheck_leak() {
+    step "valgrind memcheck: the deliberate leak is reported"
+    memcheck 99 "$work/vg-leak.log" "$work/leak"
+    grep -q 'definitely lost: [1-9]' "$work/vg-leak.log"
+}
+
+# Lane 1: run_tests on textkit, the agent episode. Lane 2: the crashing guest, synth_tasks'
+# error path, train_policy and the deliberate leak (about as long in all).
+(memcheck_textkit && memcheck_agent) >"$work/lane1.out" 2>&1 &
+lane1=$!
+lane2_status=0
+(memcheck_trap && memcheck_synth && memcheck_train && memcheck_leak) >"$work/lane2.out" 2>&1 \
+    || lane2_status=$?
+lane1_status=0
+wait "$lane1" || lane1_status=$?
+cat "$work/lane1.out" "$work/lane2.out"
+if [ "$lane1_status" -ne 0 ] || [ "$lane2_status" -ne 0 ]; then
+    echo "valgrind memcheck failed (lane statuses $lane1_status, $lane2_status)" >&2
+    exit 1
+fi
 
 # AddressSanitizer ---------------------------------------------------------------------------
 #

@@ -247,7 +247,8 @@ macro_rules! task_source_methods {
 /// `target_success` (a family borrows `prior_strength` pseudo-counts from related families),
 /// and a background thread synthesizes tasks for the most promising families
 /// while rollouts run. One Synthesizer per repository (its intake runs at construction, with
-/// the GIL released). exclude: task ids (or task dicts) never to propose, e.g. a held-out set.
+/// the GIL released); a corpus directory (`frognano corpus build`) in `repos` stands for its
+/// ready entries. exclude: task ids (or task dicts) never to propose, e.g. a held-out set.
 #[pyclass(frozen, module = "frognano", name = "FrontierSynthesizer")]
 struct PyFrontierSynthesizer {
     inner: Arc<Mutex<FrontierSynthesizer>>,
@@ -328,10 +329,12 @@ task_source_methods! {
         synth_config.validate().map_err(|e| py_err(py, e))?;
         let exclude = task_ids(exclude.as_ref())?;
         // Task records name their repository by an absolute path, as load_tasks returns them.
+        // A corpus directory stands for its ready entries.
         let repos: Vec<PathBuf> = repos
             .into_iter()
             .map(|r| std::path::absolute(&r).unwrap_or(r))
             .collect();
+        let repos = frognano_corpus::expand_repos(&repos).map_err(|e| py_err(py, e))?;
         let sandbox = sandbox_of(py, sandbox)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();

@@ -153,6 +153,7 @@ library_errors!(
     frognano_synth::SynthError,
     frognano_synth::MutateError,
     frognano_train::TrainError,
+    frognano_corpus::CorpusError,
     frognano_policy::llm::InferenceError,
 );
 

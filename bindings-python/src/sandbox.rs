@@ -32,6 +32,10 @@ struct PyTestResult {
     /// Short failure text, or None.
     #[pyo3(get)]
     message: Option<String>,
+    /// The feature WebAssembly (WASI) lacks that made it fail (e.g. "sockets", "os.umask"),
+    /// or None.
+    #[pyo3(get)]
+    platform: Option<String>,
 }
 
 #[pymethods]
@@ -99,6 +103,7 @@ report_methods! {
                 outcome: t.outcome.as_str().to_string(),
                 duration_s: t.duration_s,
                 message: t.message.clone(),
+                platform: t.platform.clone(),
             })
             .collect()
     }

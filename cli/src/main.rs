@@ -18,6 +18,7 @@ mod agent;
 mod bench_learner;
 mod bench_policy;
 mod bench_serve;
+mod corpus;
 mod eval;
 mod models;
 // Learning-curve charts of `frognano train` and `frognano bench curriculum`.
@@ -56,6 +57,10 @@ enum Commands {
     /// Make validated bug-fix tasks from a repository whose tests pass: mutations found with
     /// a real parser, each checked against the repository's own tests in the sandbox.
     Synth(synth::SynthArgs),
+    /// Real packages as environments: add registry pins, directories or sdists; build them
+    /// (zero configuration, parallel, resumable); list, synthesize across, export a dataset.
+    #[command(subcommand)]
+    Corpus(corpus::CorpusCommand),
     /// Train the bundled repair policy with RL (the main job): tasks synthesized online at the
     /// frontier of learnability (or a static / easy-to-hard curriculum), groups of rollouts,
     /// group advantages, a learning-curve plot and a held-out evaluation.
@@ -196,6 +201,7 @@ fn main() -> ExitCode {
         Commands::Bench(BenchCommand::Sandbox(args)) => bench_sandbox(&args),
         Commands::Bench(BenchCommand::Env(args)) => eval::bench_env(&args),
         Commands::Synth(args) => synth::synth(&args),
+        Commands::Corpus(command) => corpus::corpus(&command),
         Commands::Bench(BenchCommand::Synth(args)) => synth::bench_synth(&args),
         Commands::Train(args) => train::train(&args),
         Commands::Models(command) => models::models(&command),
@@ -376,6 +382,9 @@ fn report_json(report: &TestReport) -> serde_json::Value {
             if let Some(message) = &t.message {
                 value["message"] = serde_json::Value::String(message.clone());
             }
+            if let Some(platform) = &t.platform {
+                value["platform"] = serde_json::Value::String(platform.clone());
+            }
             value
         })
         .collect();
@@ -390,6 +399,7 @@ fn report_json(report: &TestReport) -> serde_json::Value {
         "duration_s": report.duration_s,
         "exit_code": report.exit_code,
         "detail": report.detail,
+        "platform_failures": report.platform_failures(),
         "tests": tests,
     });
     if let Some(coverage) = &report.coverage {
@@ -400,7 +410,14 @@ fn report_json(report: &TestReport) -> serde_json::Value {
 
 fn print_report(report: &TestReport) {
     for test in report.tests.iter().filter(|t| !t.outcome.is_ok()) {
-        println!("{} {}", test.outcome.as_str().to_uppercase(), test.id);
+        match &test.platform {
+            Some(cause) => println!(
+                "{} {} (needs {cause})",
+                test.outcome.as_str().to_uppercase(),
+                test.id
+            ),
+            None => println!("{} {}", test.outcome.as_str().to_uppercase(), test.id),
+        }
         if let Some(message) = &test.message {
             for line in message
                 .lines()
@@ -431,17 +448,48 @@ fn print_report(report: &TestReport) {
     if let Some(detail) = &report.detail {
         println!("{}: {detail}", report.outcome.as_str());
     }
+    // "24 failed (9 sockets, 3 os.umask, 12 other)": how many failed for want of a feature
+    // the platform lacks, by feature.
+    let breakdown = |outcome: frognano_core::TestOutcome, total: usize| {
+        let mut causes: std::collections::BTreeMap<&str, usize> = Default::default();
+        for test in report.tests.iter().filter(|t| t.outcome == outcome) {
+            if let Some(cause) = &test.platform {
+                *causes.entry(cause.as_str()).or_default() += 1;
+            }
+        }
+        let labelled: usize = causes.values().sum();
+        if labelled == 0 {
+            return String::new();
+        }
+        let mut causes: Vec<(&str, usize)> = causes.into_iter().collect();
+        causes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let mut parts: Vec<String> = causes.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        if total > labelled {
+            parts.push(format!("{} other", total - labelled));
+        }
+        format!(" ({})", parts.join(", "))
+    };
     println!(
-        "{}: {} passed, {} failed, {} errors, {} skipped, {} xfailed, {} xpassed in {:.2} s",
+        "{}: {} passed, {} failed{}, {} errors{}, {} skipped, {} xfailed, {} xpassed in {:.2} s",
         report.outcome.as_str(),
         report.passed,
         report.failed,
+        breakdown(frognano_core::TestOutcome::Failed, report.failed),
         report.errors,
+        breakdown(frognano_core::TestOutcome::Error, report.errors),
         report.skipped,
         report.xfailed,
         report.xpassed,
         report.duration_s
     );
+    let platform: usize = report.platform_failures().values().sum();
+    if platform > 0 {
+        println!(
+            "{platform} of the failing tests need features WebAssembly (WASI) does not provide: \
+             deselect them in frognano.toml [test] deselect, or leave them (synthesis excludes \
+             them automatically)"
+        );
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {

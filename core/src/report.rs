@@ -84,16 +84,27 @@ pub struct TestRecord {
     /// A short failure text (last lines of the failure), when it failed or errored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When it failed or errored because the sandbox's platform (WebAssembly, WASI) lacks a
+    /// feature the test needs, that feature, as a short stable label: `threads`,
+    /// `subprocesses`, `multiprocessing`, `sockets`, `asyncio` (its event loop needs a socket
+    /// pair), `signals`, `ssl`, `fd duplication` (`os.dup`/`os.dup2`, fd-level capture),
+    /// `ctypes`, `locale`, `mmap`, `symlinks`, `os.<name>`/`time.<name>`/`select.<name>` for a
+    /// missing function (e.g. `os.umask`, `os.getuid`, `os.pipe`, `time.tzset`), the name of
+    /// another missing standard-library module (e.g. `termios`, `fcntl`, `resource`, `pwd`),
+    /// or `unsupported operation`. Absent for every other outcome and failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
 }
 
 impl TestRecord {
-    /// A record of `id` with `outcome`, no duration and no message.
+    /// A record of `id` with `outcome`, no duration, no message and no platform label.
     pub fn new(id: impl Into<String>, outcome: TestOutcome) -> Self {
         TestRecord {
             id: id.into(),
             outcome,
             duration_s: 0.0,
             message: None,
+            platform: None,
         }
     }
 }
@@ -208,6 +219,18 @@ impl TestReport {
     /// True when every test that ran is OK and the run was not cut short by a limit.
     pub fn all_passed(&self) -> bool {
         self.outcome == RunOutcome::Passed
+    }
+
+    /// The failed and errored tests that need a feature the sandbox's platform lacks, counted
+    /// by that feature ([`TestRecord::platform`]): `cause -> number of tests`.
+    pub fn platform_failures(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for test in &self.tests {
+            if let (false, Some(cause)) = (test.outcome.is_ok(), &test.platform) {
+                *counts.entry(cause.clone()).or_insert(0) += 1;
+            }
+        }
+        counts
     }
 }
 
@@ -349,6 +372,54 @@ mod tests {
         assert_eq!(report.outcome, RunOutcome::Failed);
         assert_eq!(report.errors, 1);
         assert!(TestReport::from_records(vec![], 0.0).outcome == RunOutcome::NoTests);
+    }
+
+    #[test]
+    fn platform_failures_count_labelled_failures_and_errors_only() {
+        let labelled = |id: &str, outcome: TestOutcome, cause: &str| TestRecord {
+            platform: Some(cause.to_string()),
+            ..TestRecord::new(id, outcome)
+        };
+        let report = TestReport::from_records(
+            vec![
+                labelled("a", TestOutcome::Failed, "sockets"),
+                labelled("b", TestOutcome::Error, "sockets"),
+                labelled("c", TestOutcome::Failed, "os.umask"),
+                TestRecord::new("d", TestOutcome::Failed),
+                // A label on a passing record (not written by the plugin) is not a failure.
+                labelled("e", TestOutcome::Passed, "threads"),
+            ],
+            0.1,
+        );
+        let counts = report.platform_failures();
+        assert_eq!(
+            counts.into_iter().collect::<Vec<_>>(),
+            vec![("os.umask".to_string(), 1), ("sockets".to_string(), 2)]
+        );
+        assert!(
+            TestReport::from_records(vec![], 0.0)
+                .platform_failures()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn records_without_a_platform_label_load_and_serialise_as_before() {
+        let old: TestRecord =
+            serde_json::from_str(r#"{"id": "t::a", "outcome": "failed", "duration_s": 0.5}"#)
+                .expect("an old record loads");
+        assert_eq!(old.platform, None);
+        let json = serde_json::to_value(&old).expect("serialise");
+        assert!(json.get("platform").is_none(), "{json}");
+        let new: TestRecord = serde_json::from_str(
+            r#"{"id": "t::b", "outcome": "error", "duration_s": 0.0, "platform": "threads"}"#,
+        )
+        .expect("a labelled record loads");
+        assert_eq!(new.platform.as_deref(), Some("threads"));
+        assert_eq!(
+            serde_json::to_value(&new).expect("serialise")["platform"],
+            "threads"
+        );
     }
 
     #[test]

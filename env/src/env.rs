@@ -822,6 +822,7 @@ mod tests {
                 outcome,
                 duration_s: 0.01,
                 message,
+                platform: None,
             };
         let long: String = (0..20).map(|i| format!("context line {i}\n")).collect();
         let mut tests = vec![

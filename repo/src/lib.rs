@@ -32,4 +32,6 @@ pub mod snapshot;
 pub use atomic::write_atomically;
 pub use error::{RepoError, Result};
 pub use patch::{FileChange, FileTree, diff_trees};
-pub use snapshot::{CleanRepo, RepoCache, content_hash, materialise, read_tree, source_root};
+pub use snapshot::{
+    CleanRepo, RepoCache, content_hash, materialise, read_tree, source_root, unpack_archive,
+};

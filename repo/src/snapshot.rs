@@ -297,66 +297,93 @@ pub fn source_root(source: &RepoSource) -> Result<PathBuf> {
 /// archive's sha256) and returns the repository root inside it (a single top-level directory
 /// is descended into).
 fn unpack_bundle(bundles: &Path, archive: &Path) -> Result<PathBuf> {
-    {
-        let bad = |message: String| RepoError::NotFound {
-            path: archive.to_path_buf(),
-            message,
-        };
-        let mut data = Vec::new();
-        fs::File::open(archive)
-            .and_then(|mut f| f.read_to_end(&mut data))
-            .map_err(|e| bad(format!("cannot read bundle: {e}")))?;
-        let digest = hex::encode(Sha256::digest(&data));
-        let dest = bundles.join(&digest[..32]);
-        if !dest.is_dir() {
-            fs::create_dir_all(bundles)
-                .map_err(RepoError::io(format!("create {}", bundles.display())))?;
-            let staging = tempfile::Builder::new()
-                .prefix(".unpack-")
-                .tempdir_in(bundles)
-                .map_err(RepoError::io("create bundle staging directory"))?;
-            let name = archive.to_string_lossy().to_lowercase();
-            if name.ends_with(".zip") {
-                let mut zip = zip::ZipArchive::new(std::io::Cursor::new(&data))
-                    .map_err(|e| bad(format!("not a zip archive: {e}")))?;
-                // `extract` refuses entries whose names climb out of the destination.
-                zip.extract(staging.path())
-                    .map_err(|e| bad(format!("cannot unpack: {e}")))?;
-            } else if name.ends_with(".tar.gz") || name.ends_with(".tgz") || name.ends_with(".tar")
-            {
-                let reader: Box<dyn Read> = if name.ends_with(".tar") {
-                    Box::new(std::io::Cursor::new(&data))
-                } else {
-                    Box::new(flate2::read::GzDecoder::new(std::io::Cursor::new(&data)))
-                };
-                // `unpack` refuses entries that would land outside the destination.
-                tar::Archive::new(reader)
-                    .unpack(staging.path())
-                    .map_err(|e| bad(format!("cannot unpack: {e}")))?;
-            } else {
-                return Err(bad(
-                    "unknown bundle format: use .zip, .tar.gz, .tgz or .tar".into(),
-                ));
-            }
-            let staged = staging.keep();
-            if fs::rename(&staged, &dest).is_err() {
-                // Another process unpacked it first.
-                let _ = fs::remove_dir_all(&staged);
-            }
+    let bad = |message: String| RepoError::NotFound {
+        path: archive.to_path_buf(),
+        message,
+    };
+    let mut data = Vec::new();
+    fs::File::open(archive)
+        .and_then(|mut f| f.read_to_end(&mut data))
+        .map_err(|e| bad(format!("cannot read bundle: {e}")))?;
+    let digest = hex::encode(Sha256::digest(&data));
+    let dest = bundles.join(&digest[..32]);
+    if !dest.is_dir() {
+        fs::create_dir_all(bundles)
+            .map_err(RepoError::io(format!("create {}", bundles.display())))?;
+        let staging = tempfile::Builder::new()
+            .prefix(".unpack-")
+            .tempdir_in(bundles)
+            .map_err(RepoError::io("create bundle staging directory"))?;
+        unpack_archive_bytes(archive, &data, staging.path())?;
+        let staged = staging.keep();
+        if fs::rename(&staged, &dest).is_err() {
+            // Another process unpacked it first.
+            let _ = fs::remove_dir_all(&staged);
         }
-        let mut root = dest;
-        loop {
-            let entries: Vec<_> = fs::read_dir(&root)
-                .map_err(RepoError::io(format!("read {}", root.display())))?
-                .filter_map(|e| e.ok())
-                .collect();
-            match entries.as_slice() {
-                [only] if only.file_type().is_ok_and(|t| t.is_dir()) => root = only.path(),
-                _ => break,
-            }
-        }
-        Ok(root)
     }
+    archive_root(&dest)
+}
+
+/// Unpacks a `.zip` / `.tar.gz` / `.tgz` / `.tar` archive (a bundle or a source distribution)
+/// into the existing directory `dest` and returns the tree's root inside it (a single
+/// top-level directory is descended into). Entries whose names would land outside `dest` are
+/// refused; an archive that is not one of these formats, or is damaged, is an error naming it.
+pub fn unpack_archive(archive: &Path, dest: &Path) -> Result<PathBuf> {
+    let mut data = Vec::new();
+    fs::File::open(archive)
+        .and_then(|mut f| f.read_to_end(&mut data))
+        .map_err(|e| RepoError::NotFound {
+            path: archive.to_path_buf(),
+            message: format!("cannot read archive: {e}"),
+        })?;
+    unpack_archive_bytes(archive, &data, dest)?;
+    archive_root(dest)
+}
+
+fn unpack_archive_bytes(archive: &Path, data: &[u8], dest: &Path) -> Result<()> {
+    let bad = |message: String| RepoError::NotFound {
+        path: archive.to_path_buf(),
+        message,
+    };
+    let name = archive.to_string_lossy().to_lowercase();
+    if name.ends_with(".zip") {
+        let mut zip = zip::ZipArchive::new(std::io::Cursor::new(data))
+            .map_err(|e| bad(format!("not a zip archive: {e}")))?;
+        // `extract` refuses entries whose names climb out of the destination.
+        zip.extract(dest)
+            .map_err(|e| bad(format!("cannot unpack: {e}")))?;
+    } else if name.ends_with(".tar.gz") || name.ends_with(".tgz") || name.ends_with(".tar") {
+        let reader: Box<dyn Read> = if name.ends_with(".tar") {
+            Box::new(std::io::Cursor::new(data))
+        } else {
+            Box::new(flate2::read::GzDecoder::new(std::io::Cursor::new(data)))
+        };
+        // `unpack` refuses entries that would land outside the destination.
+        tar::Archive::new(reader)
+            .unpack(dest)
+            .map_err(|e| bad(format!("cannot unpack: {e}")))?;
+    } else {
+        return Err(bad(
+            "unknown archive format: use .zip, .tar.gz, .tgz or .tar".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The tree's root in an unpacked archive: single top-level directories are descended into.
+fn archive_root(dest: &Path) -> Result<PathBuf> {
+    let mut root = dest.to_path_buf();
+    loop {
+        let entries: Vec<_> = fs::read_dir(&root)
+            .map_err(RepoError::io(format!("read {}", root.display())))?
+            .filter_map(|e| e.ok())
+            .collect();
+        match entries.as_slice() {
+            [only] if only.file_type().is_ok_and(|t| t.is_dir()) => root = only.path(),
+            _ => break,
+        }
+    }
+    Ok(root)
 }
 
 #[cfg(test)]

@@ -13,10 +13,12 @@
 //! memory-mb = 1024
 //! ```
 //!
-//! Without a `[test] requirements` list, requirements are detected from `pyproject.toml`
-//! (`[project] dependencies`, the `test`/`tests`/`testing` extras and dependency groups) and
-//! from common requirements files (`requirements-test.txt`, `test-requirements.txt`,
-//! `requirements/test.txt`, `tests/requirements.txt`).
+//! Without a `[test] requirements` list, requirements are detected (see
+//! [`crate::requirements::detect`]): `pyproject.toml` (`[project]` dependencies, test-like
+//! extras and dependency groups, poetry, pdm and hatch tables, embedded tox configuration),
+//! `setup.cfg`, `setup.py` (parsed, never run), `tox.ini`, `noxfile.py` and test or development
+//! requirements files. Development tools, the project itself and requirements whose markers
+//! exclude the sandbox's interpreter are left out, each with a reason.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,7 @@ use serde::Deserialize;
 
 use crate::error::{Result, SandboxError};
 use crate::layers;
+use crate::requirements::{self, DetectedRequirement, LeftOutRequirement, markers};
 
 /// The `[test]` table of `frognano.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -75,6 +78,13 @@ pub struct RepoConfig {
     pub import_roots: Vec<String>,
     /// The project's distribution name and version, when `pyproject.toml` states them.
     pub distribution: Option<(String, String)>,
+    /// Every requirement detection found, with its source (empty when `frognano.toml` lists
+    /// the requirements).
+    pub detected: Vec<DetectedRequirement>,
+    /// Detected requirements not in `requirements`, with the reason.
+    pub left_out: Vec<LeftOutRequirement>,
+    /// Files detection skipped, and why (malformed or unreadable).
+    pub notes: Vec<String>,
 }
 
 /// Name of the optional configuration file at a repository root.
@@ -107,27 +117,37 @@ impl RepoConfig {
             let version = project.get("version")?.as_str()?;
             Some((name.to_string(), version.to_string()))
         });
-        let (requirements, detected) = match &test.requirements {
-            Some(list) => (list.clone(), false),
-            None => (
-                detect_requirements(root, pyproject.as_ref(), distribution.as_ref())?,
-                true,
-            ),
-        };
         let skip: Vec<String> = test
             .skip_requirements
             .iter()
             .map(|s| layers::normalise(s))
             .collect();
-        let requirements = requirements
-            .into_iter()
-            .filter(|r| {
-                let name = layers::normalise(&requirement_name(r));
-                !name.is_empty()
-                    && !skip.contains(&name)
-                    && !layers::provided_by_pytest_layer(&name)
-            })
-            .collect();
+        let (requirements, was_detected, detected, left_out, notes) = match &test.requirements {
+            Some(list) => {
+                let requirements = list
+                    .iter()
+                    .filter(|r| {
+                        let name = layers::normalise(&requirement_name(r));
+                        !name.is_empty()
+                            && !skip.contains(&name)
+                            && !layers::provided_by_pytest_layer(&name)
+                    })
+                    .cloned()
+                    .collect();
+                (requirements, false, Vec::new(), Vec::new(), Vec::new())
+            }
+            None => {
+                let detection = requirements::detect(root, pyproject.as_ref());
+                let (requirements, left_out) = select_requirements(&detection, &skip);
+                (
+                    requirements,
+                    true,
+                    detection.found,
+                    left_out,
+                    detection.notes,
+                )
+            }
+        };
         let mut import_roots = vec![".".to_string()];
         if root.join("src").is_dir() {
             import_roots.push("src".to_string());
@@ -160,9 +180,12 @@ impl RepoConfig {
             root: root.to_path_buf(),
             test,
             requirements,
-            requirements_detected: detected,
+            requirements_detected: was_detected,
             import_roots,
             distribution,
+            detected,
+            left_out,
+            notes,
         })
     }
 }
@@ -230,65 +253,106 @@ const TOOLING: &[&str] = &[
     "hatchling",
     "flit-core",
     "pip",
+    "pip-tools",
+    "uv",
+    "autopep8",
+    "docformatter",
+    "pydocstyle",
+    "pycodestyle",
+    "pyflakes",
+    "doc8",
+    "restructuredtext-lint",
+    "astroid",
+    "bandit",
+    "check-manifest",
+    "pyroma",
+    "safety",
+    "interrogate",
+    "blacken-docs",
+    "pyupgrade",
+    "yapf",
+    "covdefaults",
+    "pytest-runner",
+    "pytest-mypy-plugins",
+    "pytest-sugar",
+    "pytest-codspeed",
+    "furo",
+    "myst-parser",
+    "readme-renderer",
+    "ipython",
+    "ipdb",
+    "pdbpp",
+    "pre-commit-uv",
 ];
 
 fn is_tooling(name: &str) -> bool {
     let name = layers::normalise(name);
-    TOOLING.contains(&name.as_str()) || name.starts_with("sphinx") || name.starts_with("types-")
+    TOOLING.contains(&name.as_str())
+        || ["sphinx", "types-", "flake8-", "mkdocs", "tox-", "coverage-"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
 }
 
-const TEST_EXTRAS: &[&str] = &["test", "tests", "testing"];
-const REQUIREMENT_FILES: &[&str] = &[
-    "requirements-test.txt",
-    "requirements_test.txt",
-    "test-requirements.txt",
-    "test_requirements.txt",
-    "requirements-tests.txt",
-    "requirements/test.txt",
-    "requirements/tests.txt",
-    "tests/requirements.txt",
-];
-
-fn detect_requirements(
-    root: &Path,
-    pyproject: Option<&toml::Table>,
-    distribution: Option<&(String, String)>,
-) -> Result<Vec<String>> {
-    let mut found = Vec::new();
-    let strings = |value: Option<&toml::Value>| -> Vec<String> {
-        value
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
+/// The requirements to fetch from what detection found, and those left out with a reason:
+/// development tools, the project itself, what the pytest layer provides, `skip-requirements`,
+/// and requirements whose markers exclude the sandbox's interpreter. One requirement per
+/// distribution is kept (an unpinned one when there is a choice), in detection order.
+fn select_requirements(
+    detection: &requirements::Detection,
+    skip: &[String],
+) -> (Vec<String>, Vec<LeftOutRequirement>) {
+    let mut kept: Vec<String> = Vec::new();
+    let mut left_out = Vec::new();
+    let mut leave = |requirement: &str, reason: &str| {
+        if !left_out
+            .iter()
+            .any(|l: &LeftOutRequirement| l.requirement == requirement)
+        {
+            left_out.push(LeftOutRequirement {
+                requirement: requirement.to_string(),
+                reason: reason.to_string(),
+            });
+        }
     };
-    if let Some(py) = pyproject {
-        let project = py.get("project");
-        found.extend(strings(project.and_then(|p| p.get("dependencies"))));
-        let extras = project.and_then(|p| p.get("optional-dependencies"));
-        let groups = py.get("dependency-groups");
-        for key in TEST_EXTRAS {
-            found.extend(strings(extras.and_then(|e| e.get(*key))));
-            found.extend(strings(groups.and_then(|g| g.get(*key))));
+    for found in &detection.found {
+        let requirement = found.requirement.as_str();
+        let name = layers::normalise(&requirement_name(requirement));
+        let (_, marker) = markers::split_marker(requirement);
+        if name.is_empty() {
+            leave(requirement, "not a requirement pip can fetch by name");
+        } else if detection.own_names.contains(&name) {
+            leave(
+                requirement,
+                "the project itself (its source is the workspace)",
+            );
+        } else if layers::provided_by_pytest_layer(&name) {
+            leave(requirement, "provided by the sandbox's pytest layer");
+        } else if skip.contains(&name) {
+            leave(requirement, "listed in [test] skip-requirements");
+        } else if is_tooling(&name) {
+            leave(
+                requirement,
+                "a development tool that test runs do not need (or that needs processes)",
+            );
+        } else if marker.is_some_and(markers::excludes_all_targets) {
+            leave(
+                requirement,
+                "its environment marker excludes the sandbox's interpreter",
+            );
+        } else if let Some(at) = kept
+            .iter()
+            .position(|k| layers::normalise(&requirement_name(k)) == name)
+        {
+            // Prefer a requirement without an exact pin: old pins rarely suit new Pythons.
+            if kept[at].contains("==") && !requirement.contains("==") {
+                kept[at] = requirement.to_string();
+            }
+        } else {
+            kept.push(requirement.to_string());
         }
     }
-    for file in REQUIREMENT_FILES {
-        let path = root.join(file);
-        if path.is_file() {
-            found.extend(parse_requirements_file(&read_text(&path)?));
-        }
-    }
-    let own = distribution.map(|(name, _)| layers::normalise(name));
-    found.retain(|r| {
-        let name = requirement_name(r);
-        Some(layers::normalise(&name)) != own && !is_tooling(&name)
-    });
-    found.sort();
-    found.dedup();
-    Ok(found)
+    kept.sort();
+    (kept, left_out)
 }
 
 /// The lines of a requirements file that name packages (options, includes, paths and URLs
@@ -310,11 +374,7 @@ pub fn parse_requirements_file(text: &str) -> Vec<String> {
 
 /// The distribution name at the start of a PEP 508 requirement string.
 pub fn requirement_name(requirement: &str) -> String {
-    requirement
-        .trim()
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        .collect()
+    requirements::requirement_name(requirement)
 }
 
 #[cfg(test)]

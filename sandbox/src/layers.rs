@@ -103,21 +103,7 @@ pub fn prepare_requirements_layer(
         .prefix(".deps-download-")
         .tempdir_in(&staging_root)
         .map_err(SandboxError::io("create download directory"))?;
-    // Only pure-Python wheels can run in the WASI interpreter: ask pip for platform `any`.
-    let mut args: Vec<String> = [
-        "--only-binary=:all:",
-        "--platform",
-        "any",
-        "--implementation",
-        "py",
-        "--abi",
-        "none",
-        "--python-version",
-        python_version,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = pure_wheel_args(python_version);
     args.extend(sorted.iter().cloned());
     assets::pip_download(download.path(), &args).map_err(|err| SandboxError::Requirements {
         requirements: sorted.clone(),
@@ -141,7 +127,147 @@ pub fn prepare_requirements_layer(
     Ok(dir)
 }
 
-/// Unpacks wheels (and extra files) into a fresh directory, then moves it into place.
+/// pip options that select only pure-Python wheels (platform `any`) for `python_version`:
+/// nothing else runs in the WASI interpreter.
+fn pure_wheel_args(python_version: &str) -> Vec<String> {
+    [
+        "--only-binary=:all:",
+        "--platform",
+        "any",
+        "--implementation",
+        "py",
+        "--abi",
+        "none",
+        "--python-version",
+        python_version,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Like [`prepare_requirements_layer`], but requirements that cannot be provided as pure-Python
+/// wheels are left out (returned with pip's reason) instead of failing the layer. pip names
+/// the requirement it could not satisfy, so each impure one costs one more pip run; only when
+/// it names none of them is each requirement tried on its own.
+pub fn prepare_requirements_layer_lenient(
+    requirements: &[String],
+    python_version: &str,
+    progress: Progress<'_>,
+) -> Result<(PathBuf, Vec<(String, String)>)> {
+    let mut usable: Vec<String> = requirements.to_vec();
+    let mut left_out: Vec<(String, String)> = Vec::new();
+    for _ in 0..=requirements.len() {
+        let err = match prepare_requirements_layer(&usable, python_version, progress) {
+            Ok(dir) => return Ok((dir, left_out)),
+            Err(err) => err,
+        };
+        let message = match &err {
+            SandboxError::Requirements { message, .. } => message.clone(),
+            _ => return Err(err),
+        };
+        match blamed_requirement(&message, &usable) {
+            Some(index) => {
+                let requirement = usable.remove(index);
+                left_out.push((requirement, pip_reason(&message, python_version)));
+            }
+            None => {
+                // Conflicts or an unnamed failure: keep what resolves on its own.
+                let mut kept = Vec::new();
+                for requirement in usable {
+                    match prepare_requirements_layer(
+                        std::slice::from_ref(&requirement),
+                        python_version,
+                        &|_| {},
+                    ) {
+                        Ok(_) => kept.push(requirement),
+                        Err(SandboxError::Requirements { message, .. }) => {
+                            left_out.push((requirement, pip_reason(&message, python_version)))
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+                usable = kept;
+                let dir = prepare_requirements_layer(&usable, python_version, progress)?;
+                return Ok((dir, left_out));
+            }
+        }
+    }
+    let dir = prepare_requirements_layer(&usable, python_version, progress)?;
+    Ok((dir, left_out))
+}
+
+/// The index of the requirement pip's error blames: the one it could not satisfy, or the one
+/// that required it (`(from x)`).
+fn blamed_requirement(message: &str, requirements: &[String]) -> Option<usize> {
+    let index_of = |name: &str| {
+        let name = normalise(name);
+        requirements
+            .iter()
+            .position(|r| normalise(&crate::requirements::requirement_name(r)) == name)
+    };
+    for marker in [
+        "No matching distribution found for ",
+        "satisfies the requirement ",
+    ] {
+        for piece in message.split(marker).skip(1) {
+            let failing = crate::requirements::requirement_name(piece);
+            if let Some(index) = index_of(&failing) {
+                return Some(index);
+            }
+            if let Some(parent) = piece.split("(from ").nth(1) {
+                let parent = parent.split("->").last().unwrap_or(parent);
+                if let Some(index) = index_of(&crate::requirements::requirement_name(parent)) {
+                    return Some(index);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A one-line reason from pip's error.
+fn pip_reason(message: &str, python_version: &str) -> String {
+    let line = message
+        .lines()
+        .find(|l| l.contains("No matching distribution") || l.contains("Could not find"))
+        .map(|l| l.trim().trim_start_matches("pip download failed:").trim())
+        .map(|l| l.trim_start_matches("ERROR: ").to_string());
+    match line {
+        Some(line) => format!("no pure-Python wheel for Python {python_version} ({line})"),
+        None => {
+            format!("pip could not provide it as pure-Python wheels for Python {python_version}")
+        }
+    }
+}
+
+/// Downloads the pure-Python wheel of `distribution` alone (no dependencies) into `dest`;
+/// `None` when there is none.
+pub fn download_pure_wheel(
+    distribution: &str,
+    python_version: &str,
+    dest: &Path,
+) -> Result<Option<PathBuf>> {
+    let mut args = pure_wheel_args(python_version);
+    args.push("--no-deps".into());
+    args.push(distribution.to_string());
+    if assets::pip_download(dest, &args).is_err() {
+        return Ok(None);
+    }
+    let wanted = normalise(distribution);
+    for entry in fs::read_dir(dest).map_err(SandboxError::io("list downloads"))? {
+        let path = entry.map_err(SandboxError::io("list downloads"))?.path();
+        let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
+            continue;
+        };
+        if file.ends_with(".whl") && normalise(file.split('-').next().unwrap_or_default()) == wanted
+        {
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
+}
+
 /// The cache directory of the layer of this kind whose inputs hash to `key`'s digest.
 fn layer_dir(kind: &str, key: &str) -> PathBuf {
     let digest = assets::sha256_bytes(key.as_bytes());
@@ -150,6 +276,7 @@ fn layer_dir(kind: &str, key: &str) -> PathBuf {
         .join(format!("{kind}-{}", &digest[..16]))
 }
 
+/// Unpacks wheels (and extra files) into a fresh directory, then moves it into place.
 fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Result<()> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     assets::ensure_dir(parent)?;
@@ -179,5 +306,22 @@ mod tests {
         assert!(provided_by_pytest_layer("Pluggy"));
         assert!(!provided_by_pytest_layer("mock"));
         assert_eq!(normalise("Foo_Bar.baz"), "foo-bar-baz");
+    }
+
+    #[test]
+    fn pip_errors_blame_a_requirement() {
+        let requirements = vec!["cleo".to_string(), "Rapidfuzz>=3".to_string()];
+        let direct = "pip download failed: ERROR: Could not find a version that satisfies the \
+                      requirement rapidfuzz>=3 (from versions: none)\nERROR: No matching \
+                      distribution found for rapidfuzz>=3";
+        assert_eq!(blamed_requirement(direct, &requirements), Some(1));
+        let transitive = "ERROR: Could not find a version that satisfies the requirement \
+                          ujson (from cleo) (from versions: none)";
+        assert_eq!(blamed_requirement(transitive, &requirements), Some(0));
+        assert_eq!(
+            blamed_requirement("ResolutionImpossible", &requirements),
+            None
+        );
+        assert!(pip_reason(direct, "3.15").starts_with("no pure-Python wheel for Python 3.15"));
     }
 }

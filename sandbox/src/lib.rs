@@ -23,6 +23,7 @@ pub mod config;
 mod error;
 pub mod image;
 pub mod layers;
+pub mod requirements;
 mod sandbox;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -31,6 +32,9 @@ pub mod workspace;
 pub use config::RepoConfig;
 pub use error::{Result, SandboxError};
 pub use image::{ImageFiles, ImageKind};
+pub use requirements::{
+    AddedRequirement, DetectedRequirement, LeftOutRequirement, RequirementsReport, UnresolvedModule,
+};
 pub use sandbox::{
     CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox,
     SandboxOptions, TestRequest, grading_args,

@@ -92,3 +92,87 @@ impl PinnedSdist {
         root
     }
 }
+
+/// Real packages that declare their test requirements in the places detection reads
+/// (`tox.ini`, `setup.cfg`, `setup.py`, requirements files, dependency groups, poetry tables).
+pub const REQUIREMENT_SOURCE_SDISTS: &[PinnedSdist] = &[
+    // tox.ini `deps = -rrequirements-dev.txt`; setup.cfg `install_requires`.
+    PinnedSdist {
+        name: "python-dateutil",
+        version: "2.8.2",
+        sha256: "0123cacc1627ae19ddf3c27a5de5bd67ee4586fbdd6440d9748f8abb483d3e86",
+        config: None,
+    },
+    // setup.cfg `[options.extras_require] tests` (freezegun, which its suite imports).
+    PinnedSdist {
+        name: "humanize",
+        version: "3.14.0",
+        sha256: "60dd8c952b1df1ad83f0903844dec50a34ba7a04eea22a6b14204ffb62dbb0a4",
+        config: None,
+    },
+    // setup.py: an `EXTRAS_REQUIRE` dict with `dev = tests + lint + [...]`.
+    PinnedSdist {
+        name: "marshmallow",
+        version: "3.20.1",
+        sha256: "5d2371bbe42000f2b3fb5eaa065224df7d8f8597bc19a1bbfa5bfe7fba8da889",
+        config: None,
+    },
+    // setup.py `tests_require=['nose2', 'coverage']`.
+    PinnedSdist {
+        name: "xmltodict",
+        version: "0.13.0",
+        sha256: "341595a488e3e01a85a9d8911d8912fd922ede5fecc4dce437eb4b6c8d037e56",
+        config: None,
+    },
+    // requirements-tests39.in (and the pinned .txt that tox.ini names).
+    PinnedSdist {
+        name: "wcwidth",
+        version: "0.2.13",
+        sha256: "72ea0c06399eb286d978fdedb6923a9eb47e1c486ce63e9b4e64fc18303972b5",
+        config: None,
+    },
+    // pyproject.toml `[dependency-groups] dev`.
+    PinnedSdist {
+        name: "iniconfig",
+        version: "2.3.1",
+        sha256: "67f4b9c50da0dedf52af349e7749a80a9057a5031199791b906c3bb3ae878960",
+        config: None,
+    },
+    // pyproject.toml `[tool.poetry.dependencies]` and `[tool.poetry.group.dev.dependencies]`.
+    PinnedSdist {
+        name: "cleo",
+        version: "2.1.0",
+        sha256: "0b2c880b5d13660a7ea651001fb4acb527696c01f15c9ee650f377aa543fd523",
+        config: None,
+    },
+    // pyproject.toml `[tool.poetry.dev-dependencies]`.
+    PinnedSdist {
+        name: "tomlkit",
+        version: "0.13.2",
+        sha256: "fff5fe59a87295b278abd31bec92c15d9bc4a06885ab12bcea52c71119392e79",
+        config: None,
+    },
+    // pyproject.toml `[project.optional-dependencies]` with `dev = ["attrs[tests]", ...]`.
+    PinnedSdist {
+        name: "attrs",
+        version: "25.3.0",
+        sha256: "75d7cefc7fb576747b2c81b4442d4d4a1ce0900973527c011d1030fd3bf4af1b",
+        config: None,
+    },
+    // pyproject.toml extras `dev` and `testing`.
+    PinnedSdist {
+        name: "pluggy",
+        version: "1.6.0",
+        sha256: "7dcc130b76258d33b90f61b658791dede3486c3e6bfb003ee5c9bfb396dd22f3",
+        config: None,
+    },
+];
+
+/// The pinned sdist named `name` among [`PINNED_SDISTS`] and [`REQUIREMENT_SOURCE_SDISTS`].
+pub fn pinned_sdist(name: &str) -> PinnedSdist {
+    *PINNED_SDISTS
+        .iter()
+        .chain(REQUIREMENT_SOURCE_SDISTS)
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no pinned sdist {name}"))
+}

@@ -432,6 +432,7 @@ mod tests {
             failing: BTreeSet::new(),
             skipped: BTreeSet::new(),
             order_dependent: BTreeSet::new(),
+            platform: Default::default(),
             suite_seconds: 0.1,
             coverage,
         }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Result, SynthError};
 
 /// Bump when the cached record's meaning changes.
-const INTAKE_FORMAT: u32 = 2;
+const INTAKE_FORMAT: u32 = 3;
 
 /// What the clean suite of a repository says, once per repository content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +32,11 @@ pub struct Intake {
     /// grading order (they depend on state other tests leave behind; excluded).
     #[serde(default)]
     pub order_dependent: BTreeSet<String>,
+    /// Tests of `failing` that fail because the sandbox's platform (WebAssembly, WASI) lacks a
+    /// feature they need, with that feature (`test id -> cause`, e.g. `"sockets"`,
+    /// `"os.umask"`; see [`frognano_core::TestRecord::platform`]).
+    #[serde(default)]
+    pub platform: BTreeMap<String, String>,
     /// Wall-clock seconds of a clean run of the whole suite (without coverage).
     pub suite_seconds: f64,
     /// Which lines each test executed, when the interpreter could record it.
@@ -212,9 +217,13 @@ fn check_usable(root: &Path, report: &TestReport) -> Result<()> {
 /// Buckets tests by their outcomes across clean runs.
 pub fn classify(content_hash: &str, reports: &[TestReport]) -> Intake {
     let mut seen: BTreeMap<&str, Vec<TestOutcome>> = BTreeMap::new();
+    let mut causes: BTreeMap<&str, &str> = BTreeMap::new();
     for report in reports {
         for test in &report.tests {
             seen.entry(test.id.as_str()).or_default().push(test.outcome);
+            if let (false, Some(cause)) = (test.outcome.is_ok(), &test.platform) {
+                causes.entry(test.id.as_str()).or_insert(cause.as_str());
+            }
         }
     }
     let mut intake = Intake {
@@ -224,6 +233,7 @@ pub fn classify(content_hash: &str, reports: &[TestReport]) -> Intake {
         failing: BTreeSet::new(),
         skipped: BTreeSet::new(),
         order_dependent: BTreeSet::new(),
+        platform: BTreeMap::new(),
         suite_seconds: reports
             .iter()
             .skip(1)
@@ -241,6 +251,9 @@ pub fn classify(content_hash: &str, reports: &[TestReport]) -> Intake {
         } else if first.is_ok() {
             intake.skipped.insert(id);
         } else {
+            if let Some(cause) = causes.get(id.as_str()) {
+                intake.platform.insert(id.clone(), cause.to_string());
+            }
             intake.failing.insert(id);
         }
     }
@@ -260,6 +273,7 @@ mod tests {
                 outcome: *outcome,
                 duration_s: 0.01,
                 message: None,
+                platform: None,
             })
             .collect();
         TestReport::from_records(records, 0.5)
@@ -290,5 +304,51 @@ mod tests {
         assert_eq!(intake.failing, BTreeSet::from(["t::c".to_string()]));
         assert_eq!(intake.skipped, BTreeSet::from(["t::d".to_string()]));
         assert_eq!(intake.total(), 5);
+        assert!(intake.platform.is_empty());
+    }
+
+    #[test]
+    fn platform_failures_are_failing_and_listed_with_their_cause() {
+        use TestOutcome::*;
+        let labelled = |id: &str, outcome: TestOutcome, cause: &str| TestRecord {
+            platform: Some(cause.to_string()),
+            ..TestRecord::new(id, outcome)
+        };
+        let run = || {
+            TestReport::from_records(
+                vec![
+                    TestRecord::new("t::ok", Passed),
+                    labelled("t::net", Failed, "sockets"),
+                    labelled("t::umask", Error, "os.umask"),
+                    TestRecord::new("t::bug", Failed),
+                ],
+                0.5,
+            )
+        };
+        let mut flaky = run();
+        // Failing for a platform reason once and passing once is flaky, not a platform gap.
+        flaky
+            .tests
+            .push(labelled("t::sometimes", Failed, "threads"));
+        let mut other = run();
+        other.tests.push(TestRecord::new("t::sometimes", Passed));
+        let intake = classify("h", &[flaky, other]);
+        assert_eq!(
+            intake.failing,
+            BTreeSet::from(["t::bug".to_string(), "t::net".into(), "t::umask".into()])
+        );
+        assert_eq!(intake.flaky, BTreeSet::from(["t::sometimes".to_string()]));
+        assert_eq!(
+            intake.platform,
+            BTreeMap::from([
+                ("t::net".to_string(), "sockets".to_string()),
+                ("t::umask".to_string(), "os.umask".to_string()),
+            ])
+        );
+        // Intakes cached before the field existed still load.
+        let mut json = serde_json::to_value(&intake).expect("serialise");
+        json.as_object_mut().expect("object").remove("platform");
+        let old: Intake = serde_json::from_value(json).expect("an old intake loads");
+        assert!(old.platform.is_empty());
     }
 }

@@ -281,6 +281,7 @@ mod tests {
             outcome: TestOutcome::Failed,
             duration_s: 0.0,
             message: Some(message.into()),
+            platform: None,
         }
     }
 

@@ -116,7 +116,8 @@ impl<'de> Deserialize<'de> for PolicyConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
     /// Repositories (directories or bundles) to synthesize tasks from; relative paths resolve
-    /// against the config file's directory.
+    /// against the config file's directory. A corpus directory (`frognano corpus build`)
+    /// stands for its ready entries.
     pub repos: Vec<PathBuf>,
     /// Where training tasks come from.
     pub curriculum: CurriculumKind,
@@ -186,6 +187,7 @@ impl TrainConfig {
                 *repo = base.join(&*repo);
             }
         }
+        config.repos = expand_corpora(&config.repos)?;
         config.validate()?;
         Ok(config)
     }
@@ -211,6 +213,7 @@ impl TrainConfig {
         for repo in &mut config.repos {
             *repo = absolute(repo)?;
         }
+        config.repos = expand_corpora(&config.repos)?;
         if let Some(out) = &mut config.out {
             *out = absolute(out)?;
         }
@@ -272,6 +275,11 @@ impl TrainConfig {
             ..SynthConfig::default()
         }
     }
+}
+
+/// Repository paths with each corpus directory replaced by its ready entries.
+fn expand_corpora(repos: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    frognano_corpus::expand_repos(repos).map_err(|e| TrainError::Config(format!("repos: {e}")))
 }
 
 /// The sample repositories bundled with FrogNano (under `examples/repos`), which a training

@@ -44,6 +44,10 @@ class TestResult:
     def duration_s(self) -> float: ...
     @property
     def message(self) -> Optional[str]: ...
+    @property
+    def platform(self) -> Optional[str]:
+        """The feature WebAssembly (WASI) lacks that made the test fail (e.g. "sockets",
+        "os.umask"), or None."""
 
 @final
 class TestReport:

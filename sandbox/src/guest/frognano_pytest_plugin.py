@@ -2,15 +2,24 @@
 
 Results go to a file rather than stdout so that a run cut short by a limit still reports
 every test that completed before it.
+
+A failed or errored test whose exception shows a feature WebAssembly (WASI) lacks gets a
+`"platform"` key naming the missing feature (see `_platform_label`). Where the interpreter
+cannot duplicate file descriptors, `capfd`/`capfdbinary` capture at the `sys` level and
+`--capture=fd` becomes `--capture=sys`, so fd-level capture cannot break later tests.
 """
 
+import errno
 import json
 import os
+import re
+import sys
 
 import pytest
 
 _out = None
 _pending = {}
+_collect_platform = {}
 _MESSAGE_LINES = 25
 _MESSAGE_CHARS = 2000
 
@@ -44,9 +53,97 @@ def pytest_addoption(parser):
         parser.addini("timeout", "ignored in the sandbox")
 
 
+def _fd_capture_works():
+    """False where the interpreter cannot duplicate file descriptors (WASI): pytest's fd-level
+    capture cannot work there."""
+    try:
+        fd = os.dup(1)
+    except OSError as exc:
+        return exc.errno not in _UNSUPPORTED
+    os.close(fd)
+    return True
+
+
+_UNSUPPORTED = frozenset(
+    getattr(errno, name) for name in ("ENOTSUP", "EOPNOTSUPP", "ENOSYS") if hasattr(errno, name)
+)
+_FD_CAPTURE = _fd_capture_works()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # pytest reads the capture method here, before `pytest_configure`: `--capture=fd` (from a
+    # repository's addopts or options) would fail on the first os.dup.
+    namespace = early_config.known_args_namespace
+    if not _FD_CAPTURE and getattr(namespace, "capture", None) == "fd":
+        namespace.capture = "sys"
+    yield
+
+
+def _sys_capture(request, capture_class):
+    from _pytest.capture import CaptureFixture
+
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    fixture = CaptureFixture(capture_class, request, _ispytest=True)
+    capman.set_fixture(fixture)
+    try:
+        fixture._start()
+        yield fixture
+    finally:
+        fixture.close()
+        capman.unset_fixture()
+
+
+if not _FD_CAPTURE:
+    # Override pytest's own fixtures (plugin fixtures registered later win): capture the
+    # writes to sys.stdout and sys.stderr, as capsys does, behind the same API
+    # (readouterr(), disabled()). Output written to the file descriptors directly is not seen.
+
+    @pytest.fixture
+    def capfd(request):
+        """Like pytest's capfd, at the `sys` level: this interpreter cannot redirect file
+        descriptors."""
+        from _pytest.capture import SysCapture
+
+        yield from _sys_capture(request, SysCapture)
+
+    @pytest.fixture
+    def capfdbinary(request):
+        """Like pytest's capfdbinary, at the `sys` level: this interpreter cannot redirect file
+        descriptors."""
+        from _pytest.capture import SysCaptureBinary
+
+        yield from _sys_capture(request, SysCaptureBinary)
+
+
+def _unregister_capture_fixtures_that_fail_to_start():
+    """pytest registers a capture fixture with its capture manager before starting it; one
+    whose start fails (fd-level capture: os.dup is unsupported) stayed registered, so the
+    manager tried to start it again in every later test's setup and teardown, and every later
+    test errored with the same OSError. Unregister it: only the test that asked for it fails."""
+    from _pytest.capture import CaptureFixture
+
+    start = CaptureFixture._start
+    if getattr(start, "_frognano", False):
+        return
+
+    def _start(self):
+        try:
+            start(self)
+        except BaseException:
+            capman = self.request.config.pluginmanager.getplugin("capturemanager")
+            if capman is not None and getattr(capman, "_capture_fixture", None) is self:
+                capman.unset_fixture()
+            raise
+
+    _start._frognano = True
+    CaptureFixture._start = _start
+
+
 def configure(path, coverage_root=None):
     global _out
     _pending.clear()
+    _collect_platform.clear()
     _out = open(path, "a", encoding="utf-8")
     if coverage_root:
         _Coverage.start(coverage_root)
@@ -143,13 +240,24 @@ def _message(report):
     return "\n".join(lines)[-_MESSAGE_CHARS:]
 
 
+def _state(nodeid):
+    return _pending.setdefault(
+        nodeid, {"duration": 0.0, "outcome": None, "message": None, "platform": None, "phases": {}}
+    )
+
+
+def _fail(state, outcome, report):
+    state["outcome"], state["message"] = outcome, _message(report)
+    state["platform"] = state["phases"].get(report.when)
+
+
 def pytest_runtest_logreport(report):
-    state = _pending.setdefault(report.nodeid, {"duration": 0.0, "outcome": None, "message": None})
+    state = _state(report.nodeid)
     state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
     xfail = hasattr(report, "wasxfail")
     if report.when == "setup":
         if report.failed:
-            state["outcome"], state["message"] = "error", _message(report)
+            _fail(state, "error", report)
         elif report.skipped:
             state["outcome"] = "xfailed" if xfail else "skipped"
     elif report.when == "call":
@@ -158,14 +266,14 @@ def pytest_runtest_logreport(report):
         elif xfail and report.passed:
             state["outcome"] = "xpassed"
         elif report.failed:
-            state["outcome"], state["message"] = "failed", _message(report)
+            _fail(state, "failed", report)
         elif report.skipped:
             state["outcome"] = "skipped"
         else:
             state["outcome"] = "passed"
     elif report.when == "teardown":
         if report.failed and state["outcome"] in (None, "passed", "skipped", "xfailed", "xpassed"):
-            state["outcome"], state["message"] = "error", _message(report)
+            _fail(state, "error", report)
         _pending.pop(report.nodeid, None)
         record = {
             "id": report.nodeid,
@@ -174,7 +282,223 @@ def pytest_runtest_logreport(report):
         }
         if state["message"]:
             record["message"] = state["message"]
+        if state["platform"] and record["outcome"] in ("failed", "error"):
+            record["platform"] = state["platform"]
         _write(record)
+
+
+# Platform gaps: which feature WebAssembly (WASI) lacks, told from a failure's exception.
+#
+# Labels (short and stable): "threads", "subprocesses", "multiprocessing", "sockets",
+# "asyncio" (its event loop needs a socket pair), "signals", "ssl", "fd duplication"
+# (os.dup/os.dup2, fd-level capture), "ctypes", "locale", "mmap", "symlinks",
+# "os.<name>" / "time.<name>" / "select.<name>" for a function the module lacks (e.g.
+# "os.umask", "os.getuid", "os.pipe", "time.tzset"), the name of another standard-library
+# module the platform lacks (e.g. "termios", "fcntl", "resource", "pwd", "curses"), and
+# "unsupported operation" for any other "not supported"/"not implemented" OS error.
+
+_MODULE_LABELS = {
+    "_ssl": "ssl",
+    "_hashlib": "ssl",
+    "_thread": "threads",
+    "_multiprocessing": "multiprocessing",
+    "_posixshmem": "multiprocessing",
+    "_ctypes": "ctypes",
+    "_posixsubprocess": "subprocesses",
+    "_socket": "sockets",
+    "_curses": "curses",
+    "_curses_panel": "curses",
+}
+
+# Standard-library code that reaches a missing feature, outermost first: the first of these a
+# failing call went through names the feature (multiprocessing.Pool fails on a missing
+# os.pipe, asyncio.run on a socket pair).
+_STDLIB_LABELS = (
+    ("multiprocessing/", "multiprocessing"),
+    ("concurrent/futures/process.py", "multiprocessing"),
+    ("concurrent/futures/thread.py", "threads"),
+    ("threading.py", "threads"),
+    ("asyncio/", "asyncio"),
+    ("subprocess.py", "subprocesses"),
+    ("socket.py", "sockets"),
+    ("socketserver.py", "sockets"),
+    ("http/", "sockets"),
+    ("urllib/", "sockets"),
+    ("xmlrpc/", "sockets"),
+    ("smtplib.py", "sockets"),
+    ("ftplib.py", "sockets"),
+    ("ssl.py", "ssl"),
+    ("signal.py", "signals"),
+    ("ctypes/", "ctypes"),
+    ("locale.py", "locale"),
+    ("mmap.py", "mmap"),
+)
+
+_OS_PROCESS = frozenset(
+    ("fork", "forkpty", "system", "popen", "wait", "waitpid", "wait3", "wait4", "waitid",
+     "waitstatus_to_exitcode", "posix_spawn", "posix_spawnp", "register_at_fork", "P_WAIT",
+     "P_NOWAIT")
+)
+_MISSING_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
+_OS_CALL = re.compile(r"\bos\.(\w+)\s*\(")
+_UNAVAILABLE = re.compile(r"^(\w+) is unavailable on wasm")
+
+
+def _stdlib_dir():
+    return os.path.dirname(os.__file__) + "/"
+
+
+def _frames(exc):
+    """(filename, lineno, frame) of the exception's traceback, outermost first (at most 200)."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame))
+        tb = tb.tb_next
+    return frames[-200:]
+
+
+def _innermost_line(frames):
+    if not frames:
+        return ""
+    import linecache
+
+    name, line, frame = frames[-1]
+    try:
+        return linecache.getline(name, line, frame.f_globals)
+    except Exception:
+        return ""
+
+
+def _stdlib_label(frames):
+    """The feature the innermost standard-library call of the traceback implies, if any."""
+    stdlib = _stdlib_dir()
+    run = []
+    for name, _, _ in reversed(frames):
+        if name.startswith("<frozen"):
+            continue
+        if not name.startswith(stdlib) or "-packages/" in name:
+            break
+        run.append(name[len(stdlib):])
+    for rel in reversed(run):
+        for prefix, label in _STDLIB_LABELS:
+            if rel == prefix or (prefix.endswith("/") and rel.startswith(prefix)):
+                return label
+    return None
+
+
+def _attribute_label(module, name):
+    if module in ("os", "posix"):
+        if name in _OS_PROCESS or name.startswith(("exec", "spawn")) or re.match(r"W[A-Z]", name):
+            return "subprocesses"
+        if name in ("kill", "killpg"):
+            return "signals"
+        return "os." + name
+    if module in ("signal", "_signal"):
+        return "signals"
+    if module in ("socket", "_socket"):
+        return "sockets"
+    if module in ("time", "select"):
+        return module + "." + name
+    if module == "ctypes":
+        return "ctypes"
+    return None
+
+
+def _intrinsic_label(exc, frames):
+    """The feature `exc` itself shows missing, or None when it is no platform gap."""
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and "can't start new thread" in text:
+        return "threads"
+    if isinstance(exc, ModuleNotFoundError):
+        name = exc.name or ""
+        stdlib = (
+            "Unsupported platform for standard library module" in text
+            or ("Standard library module" in text and "was not found" in text)
+            or name in getattr(sys, "stdlib_module_names", ())
+        )
+        if name and stdlib:
+            return _MODULE_LABELS.get(name, name.lstrip("_"))
+        return None
+    if isinstance(exc, AttributeError):
+        match = _MISSING_ATTRIBUTE.match(text)
+        return _attribute_label(*match.groups()) if match else None
+    if isinstance(exc, OSError):
+        if "does not support processes" in text:
+            return "subprocesses"
+        match = _UNAVAILABLE.match(text)
+        if match:
+            return match.group(1)
+        line = _innermost_line(frames)
+        if exc.errno in _UNSUPPORTED:
+            call = _OS_CALL.search(line)
+            if call:
+                return "fd duplication" if call.group(1) in ("dup", "dup2") else "os." + call.group(1)
+            if "socket" in line:
+                return "sockets"
+            return "unsupported operation"
+        if exc.errno == errno.EPERM and "symlink" in line:
+            return "symlinks"
+        return None
+    if isinstance(exc, NotImplementedError) and re.search(
+        r"wasi|wasm|platform|this python build", text, re.IGNORECASE
+    ):
+        return "unsupported operation"
+    if type(exc).__module__ == "locale" and type(exc).__name__ == "Error":
+        return "locale"
+    return None
+
+
+def _platform_label(exc):
+    """The missing platform feature that explains `exc`: its own, else that of an exception it
+    was raised from or while handling, or of one in an exception group. None for ordinary
+    failures (an assertion that fails is never a platform gap)."""
+    seen = set()
+    todo = [exc]
+    while todo and len(seen) < 16:
+        exc = todo.pop(0)
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        frames = _frames(exc)
+        label = _intrinsic_label(exc, frames)
+        if label:
+            return _stdlib_label(frames) or label
+        todo.extend(getattr(exc, "exceptions", None) or ())
+        todo.append(exc.__cause__)
+        if not exc.__suppress_context__:
+            todo.append(exc.__context__)
+    return None
+
+
+def _safe_platform_label(excinfo):
+    if excinfo is None:
+        return None
+    try:
+        return _platform_label(excinfo.value)
+    except Exception:  # never let classification break the run
+        return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        label = _safe_platform_label(call.excinfo)
+        if label:
+            _state(report.nodeid)["phases"][report.when] = label
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    call = report.__dict__.get("call")
+    if report.failed and call is not None:
+        label = _safe_platform_label(call.excinfo)
+        if label:
+            _collect_platform[report.nodeid or "<collection>"] = label
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -189,8 +513,12 @@ def pytest_runtest_teardown(item, nextitem):
 
 def pytest_collectreport(report):
     if report.failed:
-        _write({"id": report.nodeid or "<collection>", "outcome": "error", "duration_s": 0.0,
-                "message": _message(report)})
+        nodeid = report.nodeid or "<collection>"
+        record = {"id": nodeid, "outcome": "error", "duration_s": 0.0, "message": _message(report)}
+        label = _collect_platform.pop(nodeid, None)
+        if label:
+            record["platform"] = label
+        _write(record)
 
 
 def finish(exit_code):
@@ -207,6 +535,13 @@ def finish(exit_code):
 # Outside the sandbox (e.g. a native run for comparison), load with `-p` and name the
 # results file in FROGNANO_RESULTS.
 def pytest_configure(config):
+    if not _FD_CAPTURE:
+        if getattr(config.option, "capture", None) == "fd":
+            config.option.capture = "sys"
+        try:
+            _unregister_capture_fixtures_that_fail_to_start()
+        except Exception:  # another pytest version: its capture internals differ
+            pass
     path = os.environ.get("FROGNANO_RESULTS")
     if _out is None and path:
         configure(path)

@@ -1,48 +1,350 @@
-//! Preparing a repository: its configuration, its requirements layer and its bytecode cache.
+//! Preparing a repository: its configuration, its requirements layer (with the resolution
+//! loop that adds what the suite turns out to import) and its bytecode cache.
 
+use std::collections::BTreeSet;
+use std::fs;
 use std::path::{Path, PathBuf};
 
-use frognano_core::Limits;
+use frognano_core::{Limits, RunOutcome};
+use serde::{Deserialize, Serialize};
 
 use super::guest::LayerAccess;
-use super::{GUEST_WORK, Sandbox, python_string_literal};
+use super::{GUEST_WORK, Sandbox, TestRequest, python_string_literal};
 use crate::assets::{self, Progress};
 use crate::bytecode;
 use crate::config::RepoConfig;
 use crate::error::{Result, SandboxError};
 use crate::layers;
+use crate::requirements::resolve::{self, Plan};
+use crate::requirements::{
+    AddedRequirement, LeftOutRequirement, RequirementsReport, UnresolvedModule, requirement_name,
+};
 use crate::workspace;
 
 const COMPILE_BYTECODE: &str = include_str!("../guest/compile_bytecode.py");
 
+/// Collection passes of the resolution loop, at most (each may add several distributions).
+const RESOLUTION_ROUNDS: usize = 6;
+/// Wall-clock cap of one collection pass, in seconds.
+const COLLECTION_TIMEOUT_S: f64 = 60.0;
+/// Bumped when the resolution logic changes, so that cached results are recomputed.
+const RESOLUTION_VERSION: &str = "resolution-2";
+
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
 pub struct PreparedRepo {
-    /// The repository's configuration.
+    /// The repository's configuration (`requirements` is the final list in the layer).
     pub config: RepoConfig,
     /// Its requirements layer, if it has requirements.
     pub deps_layer: Option<PathBuf>,
     /// Its bytecode cache, overlaid into each workspace before a run.
     pub bytecode: Option<PathBuf>,
+    /// What was detected, added and left out, and why (empty when `frognano.toml` lists the
+    /// requirements).
+    pub requirements_report: RequirementsReport,
+}
+
+/// The cached outcome of the resolution loop for one repository version.
+#[derive(Debug, Serialize, Deserialize)]
+struct Resolved {
+    requirements: Vec<String>,
+    report: RequirementsReport,
 }
 
 impl Sandbox {
-    /// Reads a repository's configuration and builds its requirements layer (cached).
+    /// Reads a repository's configuration and builds its requirements layer and bytecode
+    /// cache (both cached). With detected requirements, a collection pass then finds modules
+    /// the suite still cannot import and adds the distributions that provide them (once per
+    /// repository version; see [`RequirementsReport`]).
     pub fn prepare_repo(&self, repo: &Path, progress: Progress<'_>) -> Result<PreparedRepo> {
-        let config = RepoConfig::load(repo)?;
-        let deps_layer = if config.requirements.is_empty() {
-            None
-        } else {
-            let layer = self.requirements_layer(&config, progress)?;
-            self.compile_layer_bytecode(LayerAccess::DepsWritable(&layer), progress)?;
-            Some(layer)
-        };
+        let mut config = RepoConfig::load(repo)?;
         let bytecode = self.repo_bytecode(&config.root, progress)?;
+        if !config.requirements_detected {
+            let deps_layer = if config.requirements.is_empty() {
+                None
+            } else {
+                let version = self.image.kind.python_version();
+                let layer =
+                    layers::prepare_requirements_layer(&config.requirements, version, progress)?;
+                self.compile_layer_bytecode(LayerAccess::DepsWritable(&layer), progress)?;
+                Some(layer)
+            };
+            return Ok(PreparedRepo {
+                config,
+                deps_layer,
+                bytecode,
+                requirements_report: RequirementsReport::default(),
+            });
+        }
+        for note in &config.notes {
+            progress(&format!("requirements detection: {note}"));
+        }
+        let cache = self.resolution_cache_file(&config)?;
+        if let Some(resolved) = fs::read(&cache)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Resolved>(&bytes).ok())
+        {
+            config.requirements = resolved.requirements;
+            let deps_layer = self.detected_layer(&mut config, &mut Vec::new(), progress)?;
+            return Ok(PreparedRepo {
+                config,
+                deps_layer,
+                bytecode,
+                requirements_report: resolved.report,
+            });
+        }
+        let mut report = RequirementsReport {
+            detected: config.detected.clone(),
+            left_out: config.left_out.clone(),
+            ..RequirementsReport::default()
+        };
+        let mut dropped = Vec::new();
+        let mut deps_layer = self.detected_layer(&mut config, &mut dropped, progress)?;
+        report.left_out.extend(dropped);
+        let complete = self.resolve_imports(
+            &mut config,
+            &mut deps_layer,
+            bytecode.as_ref(),
+            &mut report,
+            progress,
+        )?;
+        let resolved = Resolved {
+            requirements: config.requirements.clone(),
+            report,
+        };
+        if complete {
+            write_cache(&cache, &resolved)?;
+        }
         Ok(PreparedRepo {
             config,
             deps_layer,
             bytecode,
+            requirements_report: resolved.report,
         })
+    }
+
+    /// The layer of `config.requirements`, leaving out (into `dropped`, and from the list)
+    /// those that have no pure-Python wheels.
+    fn detected_layer(
+        &self,
+        config: &mut RepoConfig,
+        dropped: &mut Vec<LeftOutRequirement>,
+        progress: Progress<'_>,
+    ) -> Result<Option<PathBuf>> {
+        if config.requirements.is_empty() {
+            return Ok(None);
+        }
+        let version = self.image.kind.python_version();
+        let (layer, left_out) =
+            layers::prepare_requirements_layer_lenient(&config.requirements, version, progress)?;
+        for (requirement, reason) in left_out {
+            progress(&format!("left out {requirement}: {reason}"));
+            config.requirements.retain(|r| *r != requirement);
+            dropped.push(LeftOutRequirement {
+                requirement,
+                reason,
+            });
+        }
+        if config.requirements.is_empty() {
+            return Ok(None);
+        }
+        self.compile_layer_bytecode(LayerAccess::DepsWritable(&layer), progress)?;
+        Ok(Some(layer))
+    }
+
+    /// The resolution loop: collect the suite, find the modules it cannot import, add the
+    /// distributions that provide them, rebuild the layer, and again, for a few rounds. False
+    /// when a collection pass hit a limit (the result is then not cached).
+    fn resolve_imports(
+        &self,
+        config: &mut RepoConfig,
+        deps_layer: &mut Option<PathBuf>,
+        bytecode: Option<&PathBuf>,
+        report: &mut RequirementsReport,
+        progress: Progress<'_>,
+    ) -> Result<bool> {
+        let own = resolve::own_modules(&config.root);
+        let version = self.image.kind.python_version();
+        let mut attempted: BTreeSet<String> = BTreeSet::new();
+        progress("checking the test suite's imports (one time per repository version)");
+        for _ in 0..RESOLUTION_ROUNDS {
+            let prepared = PreparedRepo {
+                config: config.clone(),
+                deps_layer: deps_layer.clone(),
+                bytecode: bytecode.cloned(),
+                requirements_report: RequirementsReport::default(),
+            };
+            let limits = config.limits();
+            let request = TestRequest {
+                pytest_args: vec!["--collect-only".into(), "-q".into()],
+                limits: Some(Limits {
+                    timeout_s: limits.timeout_s.min(COLLECTION_TIMEOUT_S),
+                    ..limits
+                }),
+                ..TestRequest::default()
+            };
+            let run = self.run_tests_prepared(&prepared, &request)?;
+            if !matches!(
+                run.outcome,
+                RunOutcome::Passed | RunOutcome::Failed | RunOutcome::NoTests
+            ) {
+                // A collection that hit a limit or crashed says nothing reliable.
+                progress(&format!(
+                    "the collection pass ended as {}: requirements stay as detected",
+                    run.outcome.as_str()
+                ));
+                return Ok(false);
+            }
+            let mut added_now = false;
+            let mut this_round: BTreeSet<String> = BTreeSet::new();
+            for missing in resolve::missing_modules(&run) {
+                let top = missing.top_level().to_string();
+                if !this_round.insert(top.clone()) {
+                    continue;
+                }
+                if !attempted.insert(top.clone()) {
+                    let still = report.added.iter().position(|a| a.module == missing.module);
+                    if let Some(index) = still {
+                        let added = report.added.remove(index);
+                        config.requirements.retain(|r| *r != added.distribution);
+                        report.unresolved.push(UnresolvedModule {
+                            module: missing.module.clone(),
+                            reason: format!(
+                                "still missing after adding {}: it does not provide {} here",
+                                added.distribution, missing.module
+                            ),
+                        });
+                    }
+                    continue;
+                }
+                let reason = match resolve::plan(&missing, &own) {
+                    Plan::Unresolvable(reason) => Err(reason),
+                    Plan::Try(candidates) => {
+                        self.find_distribution(&candidates, &top, config, version)?
+                    }
+                };
+                match reason {
+                    Ok(distribution) => {
+                        let why = format!("{} imports {}", missing.importer, missing.module);
+                        progress(&format!("added {distribution} ({why})"));
+                        config.requirements.push(distribution.clone());
+                        report.added.push(AddedRequirement {
+                            distribution,
+                            module: missing.module.clone(),
+                            reason: why,
+                        });
+                        added_now = true;
+                    }
+                    Err(reason) => {
+                        progress(&format!("cannot provide {}: {reason}", missing.module));
+                        report.unresolved.push(UnresolvedModule {
+                            module: missing.module.clone(),
+                            reason,
+                        });
+                    }
+                }
+            }
+            if !added_now {
+                break;
+            }
+            config.requirements.sort();
+            config.requirements.dedup();
+            let mut dropped = Vec::new();
+            *deps_layer = self.detected_layer(config, &mut dropped, progress)?;
+            for left in dropped {
+                match report
+                    .added
+                    .iter()
+                    .position(|a| a.distribution == left.requirement)
+                {
+                    Some(index) => {
+                        let added = report.added.remove(index);
+                        report.unresolved.push(UnresolvedModule {
+                            module: added.module,
+                            reason: format!(
+                                "{} needs packages with no pure-Python wheel: {}",
+                                added.distribution, left.reason
+                            ),
+                        });
+                    }
+                    None => report.left_out.push(left),
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The first candidate distribution with a pure-Python wheel that provides `module`, or
+    /// why there is none.
+    fn find_distribution(
+        &self,
+        candidates: &[String],
+        module: &str,
+        config: &RepoConfig,
+        version: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        let present: Vec<String> = config
+            .requirements
+            .iter()
+            .map(|r| layers::normalise(&requirement_name(r)))
+            .collect();
+        let mut no_wheel = Vec::new();
+        let mut wrong = Vec::new();
+        for candidate in candidates {
+            if present.contains(&layers::normalise(candidate)) {
+                // Already in the layer, and the module is still missing.
+                wrong.push(candidate.clone());
+                continue;
+            }
+            let download = tempfile::Builder::new()
+                .prefix("frognano-resolve-")
+                .tempdir()
+                .map_err(SandboxError::io("create download directory"))?;
+            match layers::download_pure_wheel(candidate, version, download.path())? {
+                Some(wheel) if resolve::wheel_provides(&wheel, module) => {
+                    return Ok(Ok(candidate.clone()));
+                }
+                Some(_) => wrong.push(candidate.clone()),
+                None => no_wheel.push(candidate.clone()),
+            }
+        }
+        let mut reason = format!("no pure-Python wheel provides {module}");
+        if !no_wheel.is_empty() {
+            reason.push_str(&format!(
+                " ({} has no pure-Python wheel for Python {version}, or does not exist)",
+                no_wheel.join(", ")
+            ));
+        }
+        if !wrong.is_empty() {
+            reason.push_str(&format!(" ({} does not provide it)", wrong.join(", ")));
+        }
+        Ok(Err(reason))
+    }
+
+    /// Where the resolution loop's result for this repository version is cached: keyed by
+    /// the repository's Python sources, its requirements and import roots, and the image.
+    fn resolution_cache_file(&self, config: &RepoConfig) -> Result<PathBuf> {
+        let layer_name = self
+            .pytest_layer
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let salt = serde_json::json!({
+            "version": RESOLUTION_VERSION,
+            "image": self.image.module_sha256,
+            "pytest": layer_name,
+            "requirements": config.requirements,
+            "detected": config.detected,
+            "roots": config.import_roots,
+            "args": config.test.args,
+            "ignore": config.test.ignore,
+        })
+        .to_string();
+        let key = bytecode::source_key(&config.root, &salt)?;
+        Ok(assets::cache_dir()
+            .join("requirements")
+            .join(self.image.kind.name())
+            .join(format!("{}.json", &key[..32])))
     }
 
     /// The bytecode cache of a clean repository, built on first use (see [`crate::bytecode`]).
@@ -95,32 +397,18 @@ impl Sandbox {
         bytecode::harvest(work.path(), &dir)?;
         Ok(Some(dir))
     }
+}
 
-    fn requirements_layer(&self, config: &RepoConfig, progress: Progress<'_>) -> Result<PathBuf> {
-        let version = self.image.kind.python_version();
-        match layers::prepare_requirements_layer(&config.requirements, version, progress) {
-            Ok(dir) => Ok(dir),
-            Err(err) if config.requirements_detected => {
-                // Detected requirements are a guess: keep those that resolve to pure wheels.
-                let usable: Vec<String> = config
-                    .requirements
-                    .iter()
-                    .filter(|r| {
-                        layers::prepare_requirements_layer(
-                            std::slice::from_ref(*r),
-                            version,
-                            &|_| {},
-                        )
-                        .is_ok()
-                    })
-                    .cloned()
-                    .collect();
-                progress(&format!(
-                    "some detected requirements are not pure Python and were left out: {err}"
-                ));
-                layers::prepare_requirements_layer(&usable, version, progress)
-            }
-            Err(err) => Err(err),
-        }
-    }
+fn write_cache(path: &Path, resolved: &Resolved) -> Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    assets::ensure_dir(parent)?;
+    let bytes = serde_json::to_vec_pretty(resolved)
+        .map_err(|e| SandboxError::io("encode requirements cache")(std::io::Error::other(e)))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(parent)
+        .map_err(SandboxError::io("create requirements cache"))?;
+    std::io::Write::write_all(&mut tmp, &bytes)
+        .map_err(SandboxError::io("write requirements cache"))?;
+    tmp.persist(path)
+        .map_err(|e| SandboxError::io("store requirements cache")(e.error))?;
+    Ok(())
 }

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use frognano_core::{Coverage, FileLines, RunOutcome, TestRecord, TestReport};
+use frognano_core::{Coverage, FileLines, RunOutcome, TestOutcome, TestRecord, TestReport};
 
-use super::RESULTS_FILE;
 use super::guest::GuestRun;
+use super::{GUEST_WORK, RESULTS_FILE};
 use crate::error::{Result, SandboxError};
 
 /// The plugin's results: per-test records, pytest's exit status and coverage, if recorded.
@@ -61,26 +61,210 @@ pub(super) fn build_report(
 ) -> TestReport {
     let mut report = TestReport::from_records(records, run.duration.as_secs_f64());
     report.exit_code = pytest_exit;
-    report.stdout = run.stdout;
-    report.stderr = run.stderr;
     report.detail = run.detail;
     if let Some(limit) = run.limit {
         report.outcome = limit;
     } else if pytest_exit.is_none() {
         // The guest ended without pytest finishing (e.g. a test called os._exit).
         report.outcome = RunOutcome::Crashed;
-        report.detail = Some(format!(
-            "the interpreter exited (status {:?}) before pytest finished",
-            run.exit_code
-        ));
+        report.detail = Some(match run.exit_code {
+            Some(code) => format!(
+                "the interpreter exited with status {code} before pytest finished: a test, \
+                 fixture or plugin ended the process (os._exit, or sys.exit outside a test); \
+                 the results stop at the last test that finished"
+            ),
+            None => {
+                "the interpreter stopped before pytest finished, without an exit status".to_string()
+            }
+        });
     } else if pytest_exit == Some(5) && report.tests.is_empty() {
         report.outcome = RunOutcome::NoTests;
-    } else if matches!(pytest_exit, Some(2..=4)) && report.failed == 0 && report.errors == 0 {
-        // Interrupted, internal or usage error with nothing else to show for it.
-        report.outcome = RunOutcome::Failed;
-        report.detail = Some(format!("pytest exited with status {pytest_exit:?}"));
+    } else if let Some(status @ 2..=4) = pytest_exit {
+        let collection_errors = report
+            .tests
+            .iter()
+            .filter(|t| t.outcome == TestOutcome::Error && !t.id.contains("::"))
+            .count();
+        if report.failed == 0 && report.errors == 0 {
+            // Interrupted, internal or usage error with nothing else to show for it.
+            report.outcome = RunOutcome::Failed;
+        }
+        if report.detail.is_none() {
+            report.detail = Some(explain_pytest_exit(
+                status,
+                &run.stdout,
+                &run.stderr,
+                collection_errors,
+            ));
+        }
     }
+    report.stdout = run.stdout;
+    report.stderr = run.stderr;
     report
+}
+
+/// Why pytest ended with exit status `status` (2 interrupted, 3 internal error, 4 usage error)
+/// and what to change, from what it printed.
+fn explain_pytest_exit(
+    status: i32,
+    stdout: &str,
+    stderr: &str,
+    collection_errors: usize,
+) -> String {
+    let lines: Vec<&str> = stderr.lines().chain(stdout.lines()).collect();
+    if let Some(why) = import_failure(&lines) {
+        return why;
+    }
+    match status {
+        4 => usage_error(&lines),
+        2 if collection_errors > 0 => format!(
+            "pytest stopped before running the tests: {collection_errors} error(s) during \
+             collection (test modules that failed to import, listed above); fix what they \
+             import, or list the modules in [test] ignore in frognano.toml"
+        ),
+        2 => {
+            // pytest's summary banner: "!!!!! Interrupted: ... !!!!!".
+            let banner = lines
+                .iter()
+                .rev()
+                .map(|l| l.trim())
+                .filter(|l| l.starts_with("!!") && l.ends_with("!!"))
+                .map(|l| l.trim_matches('!').trim())
+                .find(|l| !l.is_empty());
+            match banner {
+                Some(text) => format!(
+                    "pytest was interrupted ({text}): a test, fixture or conftest called \
+                     pytest.exit() or raised KeyboardInterrupt"
+                ),
+                None => "pytest was interrupted (exit status 2): a test, fixture or conftest \
+                         called pytest.exit() or raised KeyboardInterrupt"
+                    .to_string(),
+            }
+        }
+        _ => {
+            let internal = lines
+                .iter()
+                .rev()
+                .filter_map(|l| l.strip_prefix("INTERNALERROR>"))
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .or_else(|| {
+                    lines
+                        .iter()
+                        .rev()
+                        .find_map(|l| l.strip_prefix("frognano: pytest raised "))
+                        .map(str::trim)
+                });
+            match internal {
+                Some(line) => format!(
+                    "pytest hit an internal error (a plugin or conftest hook raised): {line}; \
+                     fix or remove that plugin or hook (a plugin comes from [test] requirements \
+                     in frognano.toml)"
+                ),
+                None => "pytest hit an internal error (exit status 3) without printing its \
+                         cause: a plugin or conftest hook raised"
+                    .to_string(),
+            }
+        }
+    }
+}
+
+/// A conftest or plugin that failed to import: which module it lacks and where to add it.
+fn import_failure(lines: &[&str]) -> Option<String> {
+    let (start, what) = lines.iter().enumerate().find_map(|(i, line)| {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("ImportError while loading conftest '") {
+            let path = rest.trim_end_matches("'.").trim_end_matches('\'');
+            let path = path
+                .strip_prefix(GUEST_WORK)
+                .map(|p| p.trim_start_matches('/'))
+                .unwrap_or(path);
+            Some((i, path.to_string()))
+        } else {
+            line.strip_prefix("Error while loading plugin \"")
+                .map(|rest| {
+                    (
+                        i,
+                        format!("the pytest plugin {}", rest.trim_end_matches("\".")),
+                    )
+                })
+        }
+    })?;
+    let error = lines[start + 1..]
+        .iter()
+        .take_while(|l| {
+            !l.trim_start()
+                .starts_with("ImportError while loading conftest")
+        })
+        .filter_map(|l| l.trim_start().strip_prefix("E "))
+        .map(str::trim)
+        .last()
+        .unwrap_or("");
+    if let Some(module) = quoted_after(error, "Unsupported platform for standard library module ")
+        .or_else(|| quoted_after(error, "Standard library module "))
+    {
+        return Some(format!(
+            "{what} imports {module}, a standard-library module WebAssembly (WASI) does not \
+             provide: import it only where it is available, or list the tests that need it in \
+             [test] ignore in frognano.toml"
+        ));
+    }
+    if let Some(module) = quoted_after(error, "No module named ") {
+        let top = module.split('.').next().unwrap_or(&module).to_string();
+        return Some(format!(
+            "{what} imports {top}, which is not installed: add its distribution to [test] \
+             requirements in frognano.toml"
+        ));
+    }
+    Some(if error.is_empty() {
+        format!("{what} failed to import: fix it or what it imports (the traceback is above)")
+    } else {
+        format!("{what} failed to import ({error}): fix it or what it imports")
+    })
+}
+
+/// The text between the single quotes that follow `prefix` in `line`.
+fn quoted_after(line: &str, prefix: &str) -> Option<String> {
+    let rest = &line[line.find(prefix)? + prefix.len()..];
+    let rest = rest.strip_prefix('\'')?;
+    Some(rest[..rest.find('\'')?].to_string())
+}
+
+/// pytest's own "ERROR: ..." explanation of a usage error, and what to change.
+fn usage_error(lines: &[&str]) -> String {
+    let error = lines
+        .iter()
+        .filter_map(|l| l.trim().split_once(": error: "))
+        .find(|(program, _)| program.starts_with("pytest"))
+        .map(|(_, error)| error.trim());
+    if let Some(error) = error {
+        if let Some(options) = error.strip_prefix("unrecognized arguments:") {
+            let options = options.trim();
+            return format!(
+                "pytest does not recognise the option(s) {options} (from the repository's \
+                 addopts or [test] args): add the pytest plugin that provides them to [test] \
+                 requirements in frognano.toml, or remove them (set [test] args = [\"-o\", \
+                 \"addopts=\"] in frognano.toml to drop the repository's addopts)"
+            );
+        }
+        return format!(
+            "pytest rejected its arguments ({error}): fix [test] args in frognano.toml or the \
+             repository's addopts"
+        );
+    }
+    match lines
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("ERROR: "))
+        .map(str::trim)
+    {
+        Some(message) => format!(
+            "pytest usage error: {message} (check [test] args and the test paths in \
+             frognano.toml, and the repository's pytest configuration)"
+        ),
+        None => "pytest reported a usage error (exit status 4) without a message: check [test] \
+                 args in frognano.toml and the repository's pytest configuration"
+            .to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -148,7 +332,132 @@ mod tests {
     fn an_interpreter_exit_before_pytest_finished_is_a_crash() {
         let report = build_report(vec![record("t.py::a", "passed")], None, run(Some(3), None));
         assert_eq!(report.outcome, RunOutcome::Crashed);
-        assert!(report.detail.is_some_and(|d| d.contains("Some(3)")));
+        let detail = report.detail.expect("detail");
+        assert!(
+            detail.contains("exited with status 3 before pytest finished"),
+            "{detail}"
+        );
+        assert!(
+            detail.contains("os._exit") && !detail.contains("Some("),
+            "{detail}"
+        );
+        let report = build_report(Vec::new(), None, run(None, None));
+        let detail = report.detail.expect("detail");
+        assert!(detail.contains("without an exit status"), "{detail}");
+    }
+
+    /// The report of a run pytest ended with `status`, having printed `stdout` and `stderr`.
+    fn ended(status: i32, records: Vec<TestRecord>, stdout: &str, stderr: &str) -> TestReport {
+        let guest = GuestRun {
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            ..run(Some(0), None)
+        };
+        build_report(records, Some(status), guest)
+    }
+
+    #[test]
+    fn an_unrecognised_option_is_named_with_the_fix() {
+        let stderr = "ERROR: usage: pytest.main() [options] [file_or_dir] [file_or_dir] [...]\n\
+                      pytest.main(): error: unrecognized arguments: --reruns 3\n  inifile: \
+                      /work/pyproject.toml\n  rootdir: /work\n";
+        let report = ended(4, Vec::new(), "", stderr);
+        assert_eq!(report.outcome, RunOutcome::Failed);
+        let detail = report.detail.expect("detail");
+        assert!(detail.contains("option(s) --reruns 3"), "{detail}");
+        assert!(
+            detail.contains("[test] args") && detail.contains("frognano.toml"),
+            "{detail}"
+        );
+        assert!(!detail.contains("Some("), "{detail}");
+    }
+
+    #[test]
+    fn other_usage_errors_quote_pytest() {
+        let stderr = "ERROR: file or directory not found: tests/missing.py\n\n";
+        let detail = ended(4, Vec::new(), "", stderr).detail.expect("detail");
+        assert!(
+            detail.starts_with("pytest usage error: file or directory not found: tests/missing.py"),
+            "{detail}"
+        );
+        let detail = ended(4, Vec::new(), "", "").detail.expect("detail");
+        assert!(detail.contains("usage error (exit status 4)"), "{detail}");
+    }
+
+    #[test]
+    fn a_conftest_importing_a_missing_module_names_it_and_the_fix() {
+        let stderr = "ImportError while loading conftest '/work/tests/conftest.py'.\n\
+                      tests/conftest.py:1: in <module>\n    import frozendict.core\n\
+                      E   ModuleNotFoundError: No module named 'frozendict'\n";
+        let report = ended(4, Vec::new(), "", stderr);
+        assert_eq!(report.outcome, RunOutcome::Failed);
+        assert_eq!(
+            report.detail.as_deref(),
+            Some(
+                "tests/conftest.py imports frozendict, which is not installed: add its \
+                 distribution to [test] requirements in frognano.toml"
+            )
+        );
+    }
+
+    #[test]
+    fn a_conftest_importing_what_the_platform_lacks_says_so() {
+        let stderr = "ImportError while loading conftest '/work/conftest.py'.\n\
+                      conftest.py:2: in <module>\n    import termios\n\
+                      E   ModuleNotFoundError: Unsupported platform for standard library \
+                      module 'termios'\n";
+        let detail = ended(4, Vec::new(), "", stderr).detail.expect("detail");
+        assert!(
+            detail.starts_with("conftest.py imports termios, a standard-library module"),
+            "{detail}"
+        );
+        assert!(detail.contains("WASI"), "{detail}");
+        let stderr = "ImportError while loading conftest '/work/conftest.py'.\n\
+                      conftest.py:2: in <module>\n    raise ValueError('bad')\n\
+                      E   ValueError: bad\n";
+        let detail = ended(4, Vec::new(), "", stderr).detail.expect("detail");
+        assert_eq!(
+            detail,
+            "conftest.py failed to import (ValueError: bad): fix it or what it imports"
+        );
+    }
+
+    #[test]
+    fn interruptions_and_internal_errors_are_explained() {
+        let collection = serde_json::from_value::<TestRecord>(serde_json::json!(
+            {"id": "tests/test_a.py", "outcome": "error", "duration_s": 0.0}
+        ))
+        .expect("record");
+        let stdout =
+            "!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!\n";
+        let report = ended(2, vec![collection], stdout, "");
+        assert_eq!(report.outcome, RunOutcome::Failed);
+        let detail = report.detail.expect("detail");
+        assert!(detail.contains("1 error(s) during collection"), "{detail}");
+        assert!(detail.contains("[test] ignore"), "{detail}");
+
+        let stdout =
+            "!!!!!!!!!!!!!!!!!!!!! _pytest.outcomes.Exit: stop here !!!!!!!!!!!!!!!!!!!!!\n";
+        let detail = ended(2, Vec::new(), stdout, "").detail.expect("detail");
+        assert!(
+            detail.starts_with("pytest was interrupted (_pytest.outcomes.Exit: stop here)"),
+            "{detail}"
+        );
+
+        let stdout = "INTERNALERROR> Traceback (most recent call last):\n\
+                      INTERNALERROR>   File \"conftest.py\", line 3\n\
+                      INTERNALERROR> RuntimeError: hook broke\n";
+        let detail = ended(3, Vec::new(), stdout, "").detail.expect("detail");
+        assert!(detail.contains("internal error") && detail.contains("RuntimeError: hook broke"));
+        let detail = ended(3, Vec::new(), "", "").detail.expect("detail");
+        assert!(detail.contains("exit status 3"), "{detail}");
+    }
+
+    #[test]
+    fn ordinary_failures_get_no_detail() {
+        let report = ended(1, vec![record("t.py::a", "failed")], "", "");
+        assert_eq!(report.outcome, RunOutcome::Failed);
+        assert_eq!(report.detail, None);
     }
 
     #[test]

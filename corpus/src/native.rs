@@ -1,0 +1,236 @@
+//! Fidelity against native pytest: an entry's suite run by the host's Python with the same
+//! requirement layer, arguments and plugin, compared test by test with the sandbox's run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use frognano_core::TestOutcome;
+use frognano_sandbox::{Sandbox, TestRequest, layers, workspace};
+
+use crate::{Corpus, CorpusError, Result};
+
+/// One entry's sandboxed and native runs side by side.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NativeComparison {
+    /// The entry.
+    pub id: String,
+    /// Tests that passed in the sandbox.
+    pub sandbox_passed: usize,
+    /// Tests that passed natively.
+    pub native_passed: usize,
+    /// Tests that passed in both.
+    pub both_passed: usize,
+    /// Passed in the sandbox only (first few ids).
+    pub sandbox_only: Vec<String>,
+    /// Passed natively only, with the sandbox's outcome (first few).
+    pub native_only: Vec<(String, String)>,
+    /// Tests passing natively but not in the sandbox, by the sandbox's platform label (or
+    /// outcome when unlabelled).
+    pub native_only_by_reason: BTreeMap<String, usize>,
+    /// Wall-clock seconds of each run: (sandbox, native).
+    pub seconds: (f64, f64),
+    /// Why the native run could not be compared, if it could not.
+    pub error: Option<String>,
+}
+
+impl NativeComparison {
+    /// Tests passing in both over tests passing in either (1.0 when neither passes any).
+    pub fn agreement(&self) -> f64 {
+        let either = self.sandbox_passed + self.native_passed - self.both_passed;
+        if either == 0 {
+            1.0
+        } else {
+            self.both_passed as f64 / either as f64
+        }
+    }
+}
+
+const SHOWN: usize = 10;
+
+/// Runs entry `id`'s suite in the sandbox and natively with `python` (which needs pytest) and
+/// compares the passing tests.
+pub fn compare_native(
+    corpus: &Corpus,
+    sandbox: &Arc<Sandbox>,
+    id: &str,
+    python: &str,
+    timeout_s: f64,
+) -> Result<NativeComparison> {
+    let manifest = corpus
+        .manifest(id)
+        .ok_or_else(|| CorpusError::InvalidOption(format!("{id} has not been built")))?;
+    let repo = manifest
+        .repo
+        .as_deref()
+        .map(|r| corpus.root().join(r))
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| CorpusError::InvalidOption(format!("{id} has no source tree")))?;
+    let mut comparison = NativeComparison {
+        id: id.to_string(),
+        ..NativeComparison::default()
+    };
+    let prepared = sandbox.prepare_repo(&repo, &|_| {})?;
+    let mut limits = prepared.config.limits();
+    limits.timeout_s = timeout_s;
+    let started = Instant::now();
+    let report = sandbox.run_tests_prepared(
+        &prepared,
+        &TestRequest {
+            limits: Some(limits),
+            ..TestRequest::default()
+        },
+    )?;
+    comparison.seconds.0 = started.elapsed().as_secs_f64();
+    let mut args: Vec<String> = prepared.config.test.args.clone();
+    args.extend(
+        prepared
+            .config
+            .test
+            .ignore
+            .iter()
+            .map(|i| format!("--ignore={i}")),
+    );
+    args.extend(
+        prepared
+            .config
+            .test
+            .deselect
+            .iter()
+            .map(|d| format!("--deselect={d}")),
+    );
+    let mut paths: Vec<PathBuf> = prepared
+        .config
+        .import_roots
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    paths.extend(prepared.deps_layer.clone());
+    let started = Instant::now();
+    let native = match native_outcomes(&repo, &paths, &args, python, timeout_s) {
+        Ok(native) => native,
+        Err(message) => {
+            comparison.error = Some(message);
+            return Ok(comparison);
+        }
+    };
+    comparison.seconds.1 = started.elapsed().as_secs_f64();
+    let sandboxed: BTreeMap<&str, &frognano_core::TestRecord> =
+        report.tests.iter().map(|t| (t.id.as_str(), t)).collect();
+    let sandbox_pass: BTreeSet<&str> = report
+        .tests
+        .iter()
+        .filter(|t| t.outcome == TestOutcome::Passed)
+        .map(|t| t.id.as_str())
+        .collect();
+    let native_pass: BTreeSet<&str> = native
+        .iter()
+        .filter(|(_, o)| **o == TestOutcome::Passed)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    comparison.sandbox_passed = sandbox_pass.len();
+    comparison.native_passed = native_pass.len();
+    comparison.both_passed = sandbox_pass.intersection(&native_pass).count();
+    comparison.sandbox_only = sandbox_pass
+        .difference(&native_pass)
+        .take(SHOWN)
+        .map(|s| s.to_string())
+        .collect();
+    for id in native_pass.difference(&sandbox_pass) {
+        let reason = match sandboxed.get(id) {
+            Some(t) => match &t.platform {
+                Some(cause) => format!("platform: {cause}"),
+                None => t.outcome.as_str().to_string(),
+            },
+            None => "not run".to_string(),
+        };
+        if comparison.native_only.len() < SHOWN {
+            comparison
+                .native_only
+                .push((id.to_string(), reason.clone()));
+        }
+        *comparison.native_only_by_reason.entry(reason).or_insert(0) += 1;
+    }
+    Ok(comparison)
+}
+
+/// pytest run natively on a copy of `repo` with FrogNano's plugin: node id -> outcome.
+fn native_outcomes(
+    repo: &Path,
+    extra_paths: &[PathBuf],
+    args: &[String],
+    python: &str,
+    timeout_s: f64,
+) -> std::result::Result<BTreeMap<String, TestOutcome>, String> {
+    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+    let work = tempfile::tempdir().map_err(|e| io("create a workspace", e))?;
+    workspace::copy_repo(repo, work.path()).map_err(|e| e.to_string())?;
+    let plugin = tempfile::tempdir().map_err(|e| io("create a plugin directory", e))?;
+    std::fs::write(
+        plugin.path().join(format!("{}.py", layers::PLUGIN_MODULE)),
+        layers::PLUGIN_SOURCE,
+    )
+    .map_err(|e| io("write the plugin", e))?;
+    let results = plugin.path().join("results.jsonl");
+    let mut python_path = vec![plugin.path().to_path_buf()];
+    python_path.extend(extra_paths.iter().map(|p| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            work.path().join(p)
+        }
+    }));
+    let joined = std::env::join_paths(python_path).map_err(|e| e.to_string())?;
+    let mut child = Command::new(python)
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            layers::PLUGIN_MODULE,
+        ])
+        .args(args)
+        .current_dir(work.path())
+        .env("PYTHONPATH", joined)
+        .env("FROGNANO_RESULTS", &results)
+        .env("PYTHONHASHSEED", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| io(&format!("run {python} -m pytest"), e))?;
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout_s);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the native run did not finish in {timeout_s} s"));
+            }
+            Err(e) => return Err(io("wait for pytest", e)),
+        }
+    }
+    let text = std::fs::read_to_string(&results).map_err(|_| {
+        format!("native pytest wrote no results (is pytest installed for {python}, and does the package support its version?)")
+    })?;
+    let mut outcomes = BTreeMap::new();
+    for line in text.lines() {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let (Some(id), Some(outcome)) = (
+            value.get("id").and_then(|i| i.as_str()),
+            value.get("outcome"),
+        ) && let Ok(outcome) = serde_json::from_value::<TestOutcome>(outcome.clone())
+        {
+            outcomes.insert(id.to_string(), outcome);
+        }
+    }
+    Ok(outcomes)
+}

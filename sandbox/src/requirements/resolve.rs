@@ -1,0 +1,372 @@
+//! The resolution loop's pieces: which modules a collection run could not import, which
+//! distribution provides a module, and whether a downloaded wheel really does.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+use frognano_core::{TestOutcome, TestReport};
+
+/// Import name -> distribution, for names that differ (or that have no pure-Python wheel:
+/// `pure == false`).
+pub const ALIASES: &[(&str, &str, bool)] = &[
+    ("yaml", "PyYAML", false),
+    ("dateutil", "python-dateutil", true),
+    ("attr", "attrs", true),
+    ("bs4", "beautifulsoup4", true),
+    ("PIL", "pillow", false),
+    ("sklearn", "scikit-learn", false),
+    ("skimage", "scikit-image", false),
+    ("cv2", "opencv-python", false),
+    ("jwt", "PyJWT", true),
+    ("dotenv", "python-dotenv", true),
+    ("magic", "python-magic", true),
+    ("serial", "pyserial", true),
+    ("Crypto", "pycryptodome", false),
+    ("Cryptodome", "pycryptodomex", false),
+    ("google.protobuf", "protobuf", true),
+    ("jose", "python-jose", true),
+    ("markdown", "Markdown", true),
+    ("docx", "python-docx", true),
+    ("pptx", "python-pptx", true),
+    ("pkg_resources", "setuptools", true),
+    ("setuptools", "setuptools", true),
+    ("typing_extensions", "typing-extensions", true),
+    ("six", "six", true),
+    ("mock", "mock", true),
+    ("slugify", "python-slugify", true),
+    ("multipart", "python-multipart", true),
+    ("socks", "PySocks", true),
+    ("OpenSSL", "pyOpenSSL", true),
+    ("git", "GitPython", true),
+    ("github", "PyGithub", true),
+    ("ldap3", "ldap3", true),
+    ("zmq", "pyzmq", false),
+    ("psycopg2", "psycopg2-binary", false),
+    ("MySQLdb", "mysqlclient", false),
+    ("lxml", "lxml", false),
+    ("numpy", "numpy", false),
+    ("pandas", "pandas", false),
+    ("scipy", "scipy", false),
+    ("matplotlib", "matplotlib", false),
+    ("pydantic_core", "pydantic-core", false),
+    ("ujson", "ujson", false),
+    ("orjson", "orjson", false),
+    ("msgpack", "msgpack", true),
+    ("simplejson", "simplejson", true),
+    ("toml", "toml", true),
+    ("tomli", "tomli", true),
+    ("jinja2", "Jinja2", true),
+    ("markupsafe", "MarkupSafe", true),
+    ("dns", "dnspython", true),
+    ("websocket", "websocket-client", true),
+    ("win32api", "pywin32", false),
+    ("wx", "wxPython", false),
+    ("gi", "PyGObject", false),
+    ("psutil", "psutil", false),
+    ("Levenshtein", "Levenshtein", false),
+    ("rapidfuzz", "rapidfuzz", false),
+];
+
+/// Standard-library modules (of any recent CPython); a missing one is absent from the WASI
+/// build (no sockets, threads, processes or terminals there) or removed from recent Pythons.
+const STDLIB: &str = "__future__ _abc _ast _asyncio _bisect _blake2 _bz2 _codecs _collections \
+    _collections_abc _compression _contextvars _crypt _csv _ctypes _curses _curses_panel \
+    _datetime _dbm _decimal _elementtree _functools _gdbm _hashlib _heapq _imp _io _json _locale \
+    _lsprof _lzma _md5 _multibytecodec _multiprocessing _opcode _operator _pickle _posixshmem \
+    _posixsubprocess _queue _random _sha1 _sha256 _sha3 _sha512 _signal _socket _sqlite3 _sre \
+    _ssl _stat _statistics _string _struct _symtable _thread _tkinter _tokenize _tracemalloc \
+    _typing _uuid _warnings _weakref _zoneinfo abc aifc argparse array ast asynchat asyncio \
+    asyncore atexit audioop base64 bdb binascii bisect builtins bz2 cProfile calendar cgi cgitb \
+    chunk cmath cmd code codecs codeop collections colorsys compileall concurrent configparser \
+    contextlib contextvars copy copyreg crypt csv ctypes curses dataclasses datetime dbm decimal \
+    difflib dis distutils doctest email encodings ensurepip enum errno faulthandler fcntl \
+    filecmp fileinput fnmatch fractions ftplib functools gc genericpath getopt getpass gettext \
+    glob graphlib grp gzip hashlib heapq hmac html http idlelib imaplib imghdr imp importlib \
+    inspect io ipaddress itertools json keyword lib2to3 linecache locale logging lzma mailbox \
+    mailcap marshal math mimetypes mmap modulefinder msilib msvcrt multiprocessing netrc nis \
+    nntplib nt ntpath nturl2path numbers opcode operator optparse os ossaudiodev pathlib pdb \
+    pickle pickletools pipes pkgutil platform plistlib poplib posix posixpath pprint profile \
+    pstats pty pwd py_compile pyclbr pydoc pydoc_data pyexpat queue quopri random re readline \
+    reprlib resource rlcompleter runpy sched secrets select selectors shelve shlex shutil signal \
+    site smtpd smtplib sndhdr socket socketserver spwd sqlite3 sre_compile sre_constants \
+    sre_parse ssl stat statistics string stringprep struct subprocess sunau symtable sys \
+    sysconfig syslog tabnanny tarfile telnetlib tempfile termios textwrap threading time timeit \
+    tkinter token tokenize tomllib trace traceback tracemalloc tty turtle types typing \
+    unicodedata unittest urllib uu uuid venv warnings wave weakref webbrowser winreg winsound \
+    wsgiref xdrlib xml xmlrpc zipapp zipfile zipimport zlib zoneinfo";
+
+/// Whether `module` (top level) is part of the standard library.
+pub fn is_stdlib(module: &str) -> bool {
+    STDLIB.split_whitespace().any(|m| m == module)
+}
+
+/// A module a collection run could not import, and who imported it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MissingModule {
+    /// The dotted name as the error states it.
+    pub module: String,
+    /// The test file or conftest whose import failed.
+    pub importer: String,
+}
+
+impl MissingModule {
+    /// The top-level package.
+    pub fn top_level(&self) -> &str {
+        self.module.split('.').next().unwrap_or(&self.module)
+    }
+}
+
+/// Every `No module named 'x'` of a collection run: in collection error records, and in
+/// conftest import failures (which pytest writes to its output).
+pub fn missing_modules(report: &TestReport) -> Vec<MissingModule> {
+    let mut out = BTreeSet::new();
+    for record in &report.tests {
+        if record.outcome != TestOutcome::Error {
+            continue;
+        }
+        let importer = record
+            .id
+            .split("::")
+            .next()
+            .unwrap_or(&record.id)
+            .to_string();
+        if let Some(message) = &record.message {
+            for module in modules_in(message) {
+                out.insert(MissingModule {
+                    module,
+                    importer: importer.clone(),
+                });
+            }
+        }
+    }
+    for text in [&report.stdout, &report.stderr] {
+        // Only conftest failures: collection errors of test files are records already.
+        let mut importer: Option<String> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.split("ImportError while loading conftest '").nth(1) {
+                let path = rest.split('\'').next().unwrap_or(rest);
+                importer = Some(
+                    path.strip_prefix(crate::GUEST_WORK)
+                        .map(|p| p.trim_start_matches('/'))
+                        .unwrap_or(path)
+                        .to_string(),
+                );
+            }
+            let Some(importer) = &importer else {
+                continue;
+            };
+            for module in modules_in(line) {
+                out.insert(MissingModule {
+                    module,
+                    importer: importer.clone(),
+                });
+            }
+        }
+    }
+    // One entry per module: the first importer names the reason.
+    let mut seen = BTreeSet::new();
+    out.into_iter()
+        .filter(|m| seen.insert(m.module.clone()))
+        .collect()
+}
+
+/// The module names of `No module named 'x'` / `No module named x` in `text`.
+fn modules_in(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for piece in text.split("No module named ").skip(1) {
+        let piece = piece.trim_start_matches(['\'', '"']);
+        let name: String = piece
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+            .collect();
+        let name = name.trim_end_matches('.').to_string();
+        if !name.is_empty() && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// What to do about a missing module.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Try these distributions, in order.
+    Try(Vec<String>),
+    /// It cannot be provided, for this reason.
+    Unresolvable(String),
+}
+
+/// How a missing module could be provided. `own_modules` are the top-level names the
+/// repository itself defines.
+pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>) -> Plan {
+    let top = missing.top_level();
+    if own_modules.contains(top) {
+        return Plan::Unresolvable(format!(
+            "{top} belongs to the repository itself ({} cannot import {}): a generated or \
+             compiled module, or an import path that needs [test] python-path in frognano.toml",
+            missing.importer, missing.module
+        ));
+    }
+    if is_stdlib(top) {
+        return Plan::Unresolvable(format!(
+            "{top} is a standard-library module this WebAssembly interpreter does not have \
+             (no sockets, threads, processes or terminals; or removed from recent Python)"
+        ));
+    }
+    let alias = ALIASES
+        .iter()
+        .find(|(m, _, _)| missing.module == *m || missing.module.starts_with(&format!("{m}.")))
+        .or_else(|| ALIASES.iter().find(|(m, _, _)| *m == top));
+    if let Some((_, distribution, pure)) = alias {
+        if !pure {
+            return Plan::Unresolvable(format!(
+                "{distribution} has no pure-Python wheel: this suite cannot run in WebAssembly"
+            ));
+        }
+        return Plan::Try(vec![distribution.to_string()]);
+    }
+    let mut names = vec![top.to_string()];
+    let dashed = top.replace('_', "-");
+    if dashed != top {
+        names.push(dashed);
+    }
+    names.push(format!("python-{}", top.replace('_', "-")));
+    Plan::Try(names)
+}
+
+/// Top-level module names a repository defines (packages and modules anywhere in it), so
+/// that a failing import of the project's own code is never "resolved" with a download.
+pub fn own_modules(root: &Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for entry in crate::workspace::walk_repo(root).filter_map(|e| e.ok()) {
+        let path = entry.path();
+        if entry.file_type().is_file() && path.extension().is_some_and(|x| x == "py") {
+            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                out.insert(stem.to_string());
+            }
+            if let Some(dir) = path
+                .parent()
+                .filter(|p| *p != root)
+                .and_then(|p| p.file_name())
+                .and_then(|s| s.to_str())
+            {
+                out.insert(dir.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Whether a wheel provides the top-level module `module` (its `top_level.txt`, else its
+/// file list).
+pub fn wheel_provides(wheel: &Path, module: &str) -> bool {
+    let Ok(file) = fs::File::open(wheel) else {
+        return false;
+    };
+    let Ok(mut zip) = zip::ZipArchive::new(file) else {
+        return false;
+    };
+    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let top = module.split('.').next().unwrap_or(module);
+    let path_prefix = format!("{}/", module.replace('.', "/"));
+    let file_module = format!("{}.py", module.replace('.', "/"));
+    if names
+        .iter()
+        .any(|n| n.starts_with(&path_prefix) || *n == file_module)
+    {
+        return true;
+    }
+    for name in names
+        .iter()
+        .filter(|n| n.ends_with(".dist-info/top_level.txt"))
+    {
+        if let Ok(mut entry) = zip.by_name(name) {
+            let mut text = String::new();
+            if std::io::Read::read_to_string(&mut entry, &mut text).is_ok()
+                && text.lines().any(|l| l.trim() == top)
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frognano_core::TestRecord;
+
+    #[test]
+    fn missing_modules_from_records_and_conftest_output() {
+        let mut record = TestRecord::new("tests/test_a.py", TestOutcome::Error);
+        record.message = Some(
+            "tests/test_a.py:1: in <module>\n    import dateutil.parser\n\
+             E   ModuleNotFoundError: No module named 'dateutil'"
+                .into(),
+        );
+        let mut report = TestReport::from_records(vec![record], 0.0);
+        report.stderr = "ImportError while loading conftest '/work/tests/conftest.py'.\n\
+                         tests/conftest.py:1: in <module>\n    import toolz\n\
+                         E   ModuleNotFoundError: No module named 'toolz'\n"
+            .into();
+        assert_eq!(
+            missing_modules(&report),
+            vec![
+                MissingModule {
+                    module: "dateutil".into(),
+                    importer: "tests/test_a.py".into()
+                },
+                MissingModule {
+                    module: "toolz".into(),
+                    importer: "tests/conftest.py".into()
+                },
+            ]
+        );
+        assert_eq!(
+            modules_in("ImportError: No module named foo.bar"),
+            vec!["foo.bar"]
+        );
+    }
+
+    #[test]
+    fn plans() {
+        let own: BTreeSet<String> = ["mypkg".to_string()].into_iter().collect();
+        let missing = |m: &str| MissingModule {
+            module: m.into(),
+            importer: "t.py".into(),
+        };
+        assert_eq!(
+            plan(&missing("dateutil.tz"), &own),
+            Plan::Try(vec!["python-dateutil".into()])
+        );
+        assert_eq!(
+            plan(&missing("google.protobuf"), &own),
+            Plan::Try(vec!["protobuf".into()])
+        );
+        assert_eq!(
+            plan(&missing("toolz"), &own),
+            Plan::Try(vec!["toolz".into(), "python-toolz".into()])
+        );
+        assert_eq!(
+            plan(&missing("ruamel_yaml"), &own),
+            Plan::Try(vec![
+                "ruamel_yaml".into(),
+                "ruamel-yaml".into(),
+                "python-ruamel-yaml".into()
+            ])
+        );
+        for (module, words) in [
+            ("numpy", "numpy has no pure-Python wheel"),
+            ("mypkg._speedups", "belongs to the repository"),
+            ("_ssl", "standard-library"),
+            ("termios", "standard-library"),
+        ] {
+            match plan(&missing(module), &own) {
+                Plan::Unresolvable(reason) => assert!(reason.contains(words), "{reason}"),
+                other => panic!("{module}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Tests that need what WebAssembly (WASI) lacks are told apart by cause, fd-level capture
+//! cannot break the tests after it, and a run pytest ends early says why.
+
+use std::collections::BTreeMap;
+
+use frognano_core::{RunOutcome, TestOutcome, TestReport};
+use frognano_sandbox::TestRequest;
+use frognano_sandbox::testing::{shared_sandbox, write_repo};
+
+fn run(files: &[(&str, &str)]) -> TestReport {
+    run_with(files, &[])
+}
+
+fn run_with(files: &[(&str, &str)], pytest_args: &[&str]) -> TestReport {
+    let repo = write_repo(files);
+    let request = TestRequest {
+        pytest_args: pytest_args.iter().map(|a| a.to_string()).collect(),
+        ..TestRequest::default()
+    };
+    shared_sandbox()
+        .run_tests(repo.path(), &request)
+        .expect("run")
+}
+
+/// `id -> (outcome, platform label)` of every test of `report`.
+fn outcomes(report: &TestReport) -> BTreeMap<String, (TestOutcome, Option<String>)> {
+    report
+        .tests
+        .iter()
+        .map(|t| (t.id.clone(), (t.outcome, t.platform.clone())))
+        .collect()
+}
+
+const PLATFORM_TESTS: &str = r#"import os
+import signal
+import socket
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+
+def test_thread():
+    threading.Thread(target=print).start()
+
+
+def test_thread_pool_wrapped():
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            pool.submit(print).result()
+    except RuntimeError as exc:
+        raise ValueError("worker pool unavailable") from exc
+
+
+def test_socket_connect():
+    socket.socket().connect(("127.0.0.1", 9))
+
+
+def test_socket_server():
+    import socketserver
+    socketserver.TCPServer(("127.0.0.1", 0), None)
+
+
+def test_subprocess():
+    subprocess.run(["echo", "hi"], check=True)
+
+
+def test_umask():
+    os.umask(0o022)
+
+
+def test_getuid():
+    assert os.getuid() != 0
+
+
+def test_alarm():
+    signal.alarm(1)
+
+
+def test_ssl():
+    import ssl
+    ssl.create_default_context()
+
+
+def test_asyncio():
+    import asyncio
+
+    async def main():
+        return 1
+
+    assert asyncio.run(main()) == 1
+
+
+@pytest.fixture
+def child():
+    return subprocess.Popen(["sleep", "1"])
+
+
+def test_fixture_needs_a_process(child):
+    assert child.wait() == 0
+
+
+def test_ordinary_assertion():
+    assert 1 + 1 == 3
+
+
+def test_ordinary_error():
+    raise ValueError("not a platform gap")
+
+
+def test_missing_file():
+    open("/no/such/file")
+
+
+def test_attribute_of_an_object():
+    class Thing:
+        pass
+
+    Thing().umask
+
+
+def test_handled_gap_then_assertion():
+    try:
+        os.umask(0o022)
+    except AttributeError:
+        pass
+    assert "umask" == "mask"
+
+
+def test_expected_gap():
+    with pytest.raises(OSError):
+        socket.socket().connect(("127.0.0.1", 9))
+
+
+def test_passes():
+    assert sum([1, 2]) == 3
+
+
+@pytest.mark.skip(reason="never runs")
+def test_skipped():
+    os.umask(0)
+"#;
+
+#[test]
+fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
+    let report = run_with(
+        &[
+            ("tests/test_platform.py", PLATFORM_TESTS),
+            (
+                "tests/test_import_gap.py",
+                "import termios\n\n\ndef test_x():\n    pass\n",
+            ),
+        ],
+        &["--continue-on-collection-errors"],
+    );
+    assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
+    let got = outcomes(&report);
+    let id = |name: &str| format!("tests/test_platform.py::{name}");
+    let expect: &[(&str, TestOutcome, Option<&str>)] = &[
+        ("test_thread", TestOutcome::Failed, Some("threads")),
+        (
+            "test_thread_pool_wrapped",
+            TestOutcome::Failed,
+            Some("threads"),
+        ),
+        ("test_socket_connect", TestOutcome::Failed, Some("sockets")),
+        ("test_socket_server", TestOutcome::Failed, Some("sockets")),
+        ("test_subprocess", TestOutcome::Failed, Some("subprocesses")),
+        ("test_umask", TestOutcome::Failed, Some("os.umask")),
+        ("test_getuid", TestOutcome::Failed, Some("os.getuid")),
+        ("test_alarm", TestOutcome::Failed, Some("signals")),
+        ("test_ssl", TestOutcome::Failed, Some("ssl")),
+        ("test_asyncio", TestOutcome::Failed, Some("asyncio")),
+        (
+            "test_fixture_needs_a_process",
+            TestOutcome::Error,
+            Some("subprocesses"),
+        ),
+        ("test_ordinary_assertion", TestOutcome::Failed, None),
+        ("test_ordinary_error", TestOutcome::Failed, None),
+        ("test_missing_file", TestOutcome::Failed, None),
+        ("test_attribute_of_an_object", TestOutcome::Failed, None),
+        ("test_handled_gap_then_assertion", TestOutcome::Failed, None),
+        ("test_expected_gap", TestOutcome::Passed, None),
+        ("test_passes", TestOutcome::Passed, None),
+        ("test_skipped", TestOutcome::Skipped, None),
+    ];
+    for (name, outcome, label) in expect {
+        let (got_outcome, got_label) = got
+            .get(&id(name))
+            .unwrap_or_else(|| panic!("{name} did not run: {got:?}"));
+        assert_eq!(
+            (got_outcome, got_label.as_deref()),
+            (outcome, *label),
+            "{name}: {:?}",
+            report.test(&id(name)).and_then(|t| t.message.as_deref())
+        );
+    }
+    // A test module that imports what the platform lacks errors at collection, labelled.
+    let module = report
+        .test("tests/test_import_gap.py")
+        .expect("collection error");
+    assert_eq!(module.outcome, TestOutcome::Error);
+    assert_eq!(module.platform.as_deref(), Some("termios"));
+
+    let counts = report.platform_failures();
+    let expected: BTreeMap<String, usize> = [
+        ("threads", 2),
+        ("sockets", 2),
+        ("subprocesses", 2),
+        ("os.umask", 1),
+        ("os.getuid", 1),
+        ("signals", 1),
+        ("ssl", 1),
+        ("asyncio", 1),
+        ("termios", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(counts, expected);
+    // The label rides along in the report's JSON, and only on the tests that have one.
+    let json = serde_json::to_value(&report).expect("json");
+    let tests = json["tests"].as_array().expect("tests");
+    let labelled = tests.iter().filter(|t| t.get("platform").is_some()).count();
+    assert_eq!(labelled, expected.values().sum::<usize>());
+}
+
+#[test]
+fn fd_level_capture_breaks_no_later_test() {
+    let later = r#"import logging
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("i", range(25))
+def test_prints(i):
+    print("line", i)
+    sys.stderr.write("to stderr\n")
+
+
+def test_capsys(capsys):
+    print("captured")
+    assert capsys.readouterr().out == "captured\n"
+
+
+def test_caplog(caplog):
+    logging.getLogger("later").warning("logged")
+    assert "logged" in caplog.text
+
+
+def test_capfd_again(capfd):
+    sys.stderr.write("again\n")
+    assert capfd.readouterr().err == "again\n"
+"#;
+    let early = r#"import os
+import subprocess
+import sys
+
+
+def test_capfd(capfd):
+    print("hello")
+    sys.stderr.write("oops\n")
+    out, err = capfd.readouterr()
+    assert (out, err) == ("hello\n", "oops\n")
+
+
+def test_capfdbinary(capfdbinary):
+    print("bytes")
+    assert capfdbinary.readouterr().out == b"bytes\n"
+
+
+def test_capfd_disabled(capfd):
+    with capfd.disabled():
+        print("straight through")
+    print("kept")
+    assert capfd.readouterr().out == "kept\n"
+
+
+def test_real_fd_capture(real_fd_capture):
+    print("never")
+
+
+def test_subprocess():
+    subprocess.run(["echo", "hi"])
+
+
+def test_dup2():
+    os.dup2(1, 9)
+"#;
+    // pytest's own fd-level capture fixture, as a plugin or conftest may define it: its setup
+    // fails on os.dup after registering the fixture with the capture manager.
+    let conftest = r#"import pytest
+from _pytest.capture import CaptureFixture, FDCapture
+
+
+@pytest.fixture
+def real_fd_capture(request):
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    fixture = CaptureFixture(FDCapture, request, _ispytest=True)
+    capman.set_fixture(fixture)
+    fixture._start()
+    yield fixture
+    fixture.close()
+    capman.unset_fixture()
+"#;
+    let report = run(&[
+        // fd-level global capture, as a repository's options may ask for it.
+        ("frognano.toml", "[test]\nargs = [\"--capture=fd\"]\n"),
+        ("tests/conftest.py", conftest),
+        ("tests/test_a_early.py", early),
+        ("tests/test_b_later.py", later),
+    ]);
+    let got = outcomes(&report);
+    let early_id = |name: &str| format!("tests/test_a_early.py::{name}");
+    for name in ["test_capfd", "test_capfdbinary", "test_capfd_disabled"] {
+        assert_eq!(
+            got.get(&early_id(name)),
+            Some(&(TestOutcome::Passed, None)),
+            "{name}: {:?}",
+            report.test(&early_id(name))
+        );
+    }
+    assert_eq!(
+        got.get(&early_id("test_real_fd_capture")),
+        Some(&(TestOutcome::Error, Some("fd duplication".to_string())))
+    );
+    assert_eq!(
+        got.get(&early_id("test_subprocess")),
+        Some(&(TestOutcome::Failed, Some("subprocesses".to_string())))
+    );
+    assert_eq!(
+        got.get(&early_id("test_dup2")),
+        Some(&(TestOutcome::Failed, Some("fd duplication".to_string())))
+    );
+    let later: Vec<_> = report
+        .tests
+        .iter()
+        .filter(|t| t.id.starts_with("tests/test_b_later.py::"))
+        .collect();
+    assert_eq!(later.len(), 28, "{got:?}");
+    for test in later {
+        assert_eq!(test.outcome, TestOutcome::Passed, "{test:?}");
+    }
+    assert_eq!((report.passed, report.failed, report.errors), (31, 2, 1));
+}
+
+#[test]
+fn a_conftest_importing_a_missing_module_says_which_and_how_to_fix_it() {
+    let report = run(&[
+        (
+            "tests/conftest.py",
+            "import os\nimport frognano_no_such_module.sub\n",
+        ),
+        ("tests/test_a.py", "def test_a():\n    pass\n"),
+    ]);
+    assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
+    assert_eq!(report.exit_code, Some(4));
+    assert_eq!(
+        report.detail.as_deref(),
+        Some(
+            "tests/conftest.py imports frognano_no_such_module, which is not installed: add its \
+             distribution to [test] requirements in frognano.toml"
+        ),
+        "{}",
+        report.stderr
+    );
+}
+
+#[test]
+fn an_unrecognised_option_is_named() {
+    let report = run(&[
+        (
+            "pyproject.toml",
+            "[tool.pytest.ini_options]\naddopts = \"--frognano-no-such-flag\"\n",
+        ),
+        ("tests/test_a.py", "def test_a():\n    pass\n"),
+    ]);
+    assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
+    assert_eq!(report.exit_code, Some(4));
+    let detail = report.detail.expect("detail");
+    assert!(
+        detail.contains("does not recognise the option(s) --frognano-no-such-flag"),
+        "{detail}\n{}",
+        report.stderr
+    );
+    assert!(detail.contains("[test] args"), "{detail}");
+}

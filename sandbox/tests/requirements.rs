@@ -1,0 +1,348 @@
+//! Test requirements: detection on real packages' sdists (each place projects declare them),
+//! and the resolution loop that adds what a suite imports, in the sandbox.
+
+mod common;
+
+use frognano_core::RunOutcome;
+use frognano_sandbox::testing::{pinned_sdist, write_repo};
+use frognano_sandbox::{RepoConfig, TestRequest};
+
+/// Loads the configuration of a pinned sdist (detection only: nothing runs).
+fn detect(name: &str) -> (tempfile::TempDir, RepoConfig) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = pinned_sdist(name).unpack(dir.path());
+    let config = RepoConfig::load(&root).expect("load");
+    (dir, config)
+}
+
+fn assert_detected(config: &RepoConfig, requirement: &str, source: &str) {
+    assert!(
+        config
+            .detected
+            .iter()
+            .any(|d| d.requirement == requirement && d.source == source),
+        "{requirement:?} from {source:?} not in {:#?}",
+        config.detected
+    );
+}
+
+fn assert_left_out(config: &RepoConfig, requirement: &str, reason_words: &str) {
+    assert!(
+        config
+            .left_out
+            .iter()
+            .any(|l| l.requirement == requirement && l.reason.contains(reason_words)),
+        "{requirement:?} not left out ({reason_words}) in {:#?}",
+        config.left_out
+    );
+}
+
+#[test]
+fn tox_ini_deps_and_the_requirements_files_they_include() {
+    let (_dir, config) = detect("python-dateutil");
+    let via = "requirements-dev.txt (via tox.ini [testenv] deps)";
+    assert_detected(
+        &config,
+        "six >= 1.5",
+        "setup.cfg [options] install_requires",
+    );
+    assert_detected(&config, "freezegun ; python_version != '3.3'", via);
+    assert_detected(&config, "hypothesis >= 3.30", via);
+    assert_left_out(&config, "mock ; python_version < '3.0'", "marker");
+    assert_left_out(&config, "pytest-cov >= 2.0.0", "development tool");
+    // The py33 environment's pins are not for this interpreter.
+    assert!(
+        !config.detected.iter().any(|d| d.source.contains("py33")),
+        "{:#?}",
+        config.detected
+    );
+    assert_eq!(
+        config.requirements,
+        vec![
+            "attrs!=21.1.0",
+            "freezegun ; python_version != '3.3'",
+            "hypothesis >= 3.30",
+            "six >= 1.5"
+        ]
+    );
+
+    let (_dir, config) = detect("schema");
+    // `frognano.toml` of the pinned copy lists the requirements: detection is skipped.
+    assert!(!config.requirements_detected && config.detected.is_empty());
+}
+
+#[test]
+fn setup_cfg_extras_require() {
+    let (_dir, config) = detect("humanize");
+    assert_detected(
+        &config,
+        "freezegun",
+        "setup.cfg [options.extras_require] tests",
+    );
+    assert_left_out(
+        &config,
+        "importlib-metadata;python_version < '3.8'",
+        "marker",
+    );
+    assert_eq!(config.requirements, vec!["freezegun"]);
+}
+
+#[test]
+fn setup_py_literals_names_and_extras() {
+    let (_dir, config) = detect("marshmallow");
+    assert_detected(&config, "packaging>=17.0", "setup.py install_requires");
+    assert_detected(&config, "pytz", "setup.py extras_require tests");
+    assert_detected(&config, "simplejson", "setup.py extras_require tests");
+    // `EXTRAS_REQUIRE["dev"] = EXTRAS_REQUIRE["tests"] + EXTRAS_REQUIRE["lint"] + ["tox"]`
+    assert_detected(&config, "flake8==6.0.0", "setup.py extras_require dev");
+    assert_left_out(&config, "tox", "development tool");
+    assert_eq!(config.requirements, vec!["pytz", "simplejson"]);
+
+    let (_dir, config) = detect("xmltodict");
+    assert_detected(&config, "nose2", "setup.py tests_require");
+    assert_eq!(config.requirements, vec!["nose2"]);
+}
+
+#[test]
+fn requirements_in_files() {
+    let (_dir, config) = detect("wcwidth");
+    assert_detected(&config, "wrapt>=1.14", "requirements-tests39.in");
+    let via = "requirements-tests39.txt (via tox.ini [testenv] deps)";
+    assert!(
+        config
+            .detected
+            .iter()
+            .any(|d| d.requirement.starts_with("wrapt==") && d.source == via),
+        "{:#?}",
+        config.detected
+    );
+    assert_left_out(&config, "pylint>=2.15", "development tool");
+    assert!(
+        config.requirements.iter().any(|r| r.starts_with("wrapt")),
+        "{:?}",
+        config.requirements
+    );
+}
+
+#[test]
+fn pyproject_groups_extras_and_poetry_tables() {
+    let (_dir, config) = detect("iniconfig");
+    assert_detected(
+        &config,
+        "pytest-xdist>=3.8",
+        "pyproject.toml [dependency-groups] dev",
+    );
+    assert_left_out(&config, "pytest-xdist>=3.8", "development tool");
+    assert_left_out(&config, "pytest>=8.4.2", "pytest layer");
+
+    let (_dir, config) = detect("cleo");
+    assert_detected(
+        &config,
+        "crashtest",
+        "pyproject.toml [tool.poetry.dependencies]",
+    );
+    assert_detected(
+        &config,
+        "pytest-mock",
+        "pyproject.toml [tool.poetry.group.dev.dependencies]",
+    );
+    assert!(
+        !config.detected.iter().any(|d| d.requirement == "Sphinx"),
+        "the doc group is not for tests"
+    );
+    assert_eq!(
+        config.requirements,
+        vec!["crashtest", "pytest-mock", "rapidfuzz"]
+    );
+
+    let (_dir, config) = detect("tomlkit");
+    assert_detected(
+        &config,
+        "PyYAML",
+        "pyproject.toml [tool.poetry.dev-dependencies]",
+    );
+    assert_left_out(&config, "Sphinx", "development tool");
+
+    let (_dir, config) = detect("attrs");
+    let extras = "pyproject.toml [project.optional-dependencies]";
+    assert_detected(&config, "hypothesis", &format!("{extras} tests"));
+    assert_detected(&config, "pympler", &format!("{extras} tests"));
+    // `dev = ["attrs[tests]", "pre-commit-uv"]`: the self-reference expands to the extra.
+    assert_detected(&config, "pre-commit-uv", &format!("{extras} dev"));
+    assert!(
+        !config
+            .detected
+            .iter()
+            .any(|d| d.requirement.starts_with("attrs"))
+    );
+
+    let (_dir, config) = detect("pluggy");
+    assert_detected(&config, "tox", &format!("{extras} dev"));
+    assert_detected(&config, "pytest-benchmark", &format!("{extras} testing"));
+    assert!(config.requirements.is_empty(), "{:?}", config.requirements);
+}
+
+#[test]
+fn resolution_loop_adds_what_the_suite_imports() {
+    let sandbox = common::sandbox();
+    // The default image bundles some popular packages (dateutil, toolz, yaml, numpy): these
+    // two are not among them. `dotenv` is a module whose distribution has another name. A
+    // fresh conftest makes this a new repository version, so the loop runs (not its cache).
+    let nonce = format!(
+        "# {:?}\n",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+    );
+    let repo = write_repo(&[
+        ("conftest.py", nonce.as_str()),
+        (
+            "tests/test_env.py",
+            "import io\n\nimport dotenv\n\n\ndef test_values():\n    \
+             assert dotenv.dotenv_values(stream=io.StringIO('A=1')) == {'A': '1'}\n",
+        ),
+        (
+            "tests/test_time.py",
+            "import datetime\n\nimport freezegun\n\n\ndef test_frozen():\n    \
+             with freezegun.freeze_time('2020-01-02'):\n        \
+             assert datetime.date.today().year == 2020\n",
+        ),
+    ]);
+    let messages = std::sync::Mutex::new(Vec::new());
+    let progress = |m: &str| messages.lock().expect("lock").push(m.to_string());
+    let prepared = sandbox
+        .prepare_repo(repo.path(), &progress)
+        .expect("prepare");
+    let report = &prepared.requirements_report;
+    let added: Vec<(&str, &str, &str)> = report
+        .added
+        .iter()
+        .map(|a| {
+            (
+                a.distribution.as_str(),
+                a.module.as_str(),
+                a.reason.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        added,
+        vec![
+            (
+                "python-dotenv",
+                "dotenv",
+                "tests/test_env.py imports dotenv"
+            ),
+            (
+                "freezegun",
+                "freezegun",
+                "tests/test_time.py imports freezegun"
+            ),
+        ],
+        "{report:#?}"
+    );
+    assert!(report.unresolved.is_empty(), "{report:#?}");
+    assert!(
+        messages
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|m| m.contains("added python-dotenv")),
+        "progress names what was added"
+    );
+    let run = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        run.outcome,
+        RunOutcome::Passed,
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(run.passed, 2);
+    // The result is cached per repository version: the same report, no collection pass.
+    let messages = std::sync::Mutex::new(Vec::new());
+    let progress = |m: &str| messages.lock().expect("lock").push(m.to_string());
+    let again = sandbox
+        .prepare_repo(repo.path(), &progress)
+        .expect("prepare");
+    assert_eq!(again.requirements_report, prepared.requirements_report);
+    assert_eq!(again.config.requirements, prepared.config.requirements);
+    assert!(
+        !messages
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|m| m.contains("checking the test suite's imports")),
+        "{:?}",
+        messages.lock().expect("lock")
+    );
+}
+
+#[test]
+fn unresolvable_imports_are_reported_not_retried() {
+    let sandbox = common::sandbox();
+    let repo = write_repo(&[
+        ("mypkg/__init__.py", "from mypkg._speedups import fast\n"),
+        (
+            "tests/test_json.py",
+            "import ujson\n\n\ndef test_dumps():\n    assert ujson.dumps(1) == '1'\n",
+        ),
+        (
+            "tests/test_own.py",
+            "import mypkg\n\n\ndef test_fast():\n    assert mypkg.fast\n",
+        ),
+        ("tests/test_fine.py", "def test_ok():\n    assert True\n"),
+    ]);
+    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    let report = &prepared.requirements_report;
+    assert!(report.added.is_empty(), "{report:#?}");
+    let unresolved: Vec<(&str, &str)> = report
+        .unresolved
+        .iter()
+        .map(|u| (u.module.as_str(), u.reason.as_str()))
+        .collect();
+    assert_eq!(unresolved.len(), 2, "{report:#?}");
+    assert!(unresolved.iter().any(|(m, r)| *m == "ujson"
+        && r.contains("ujson has no pure-Python wheel: this suite cannot run in WebAssembly")));
+    assert!(
+        unresolved
+            .iter()
+            .any(|(m, r)| *m == "mypkg._speedups" && r.contains("belongs to the repository"))
+    );
+    assert!(prepared.deps_layer.is_none());
+}
+
+#[test]
+fn a_real_suite_that_needs_a_setup_cfg_extra_passes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = pinned_sdist("humanize").unpack(dir.path());
+    let sandbox = common::sandbox();
+    let prepared = sandbox
+        .prepare_repo(&root, &|m| eprintln!("prepare: {m}"))
+        .expect("prepare");
+    assert!(
+        prepared
+            .requirements_report
+            .detected
+            .iter()
+            .any(|d| d.requirement == "freezegun"
+                && d.source == "setup.cfg [options.extras_require] tests"),
+        "{:#?}",
+        prepared.requirements_report
+    );
+    assert!(prepared.deps_layer.is_some());
+    let report = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        report.outcome,
+        RunOutcome::Passed,
+        "{:?}\n{}\n{}",
+        report.detail,
+        report.stdout,
+        report.stderr
+    );
+    assert!(report.passed >= 100, "{} passed", report.passed);
+}
