@@ -93,6 +93,12 @@ pub fn prepare_requirements_layer(
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }
+    if sorted.is_empty() {
+        // Every detected requirement was left out: an empty layer, no pip call (pip refuses
+        // a download of nothing).
+        build_layer(&dir, &[], &[])?;
+        return Ok(dir);
+    }
     progress(&format!(
         "fetching test requirements: {}",
         sorted.join(", ")

@@ -33,7 +33,8 @@ pub use config::RepoConfig;
 pub use error::{Result, SandboxError};
 pub use image::{ImageFiles, ImageKind};
 pub use requirements::{
-    AddedRequirement, DetectedRequirement, LeftOutRequirement, RequirementsReport, UnresolvedModule,
+    AddedImportRoot, AddedRequirement, DetectedRequirement, LeftOutRequirement, RequirementsReport,
+    UnresolvedModule,
 };
 pub use sandbox::{
     CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox,

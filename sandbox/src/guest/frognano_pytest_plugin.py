@@ -33,10 +33,35 @@ def _missing(module):
         return True
 
 
-def pytest_addoption(parser):
+# pytest-benchmark's options: flags, options with a value, options with an optional value.
+_BENCHMARK_FLAGS = ("disable-gc", "skip", "disable", "enable", "only", "autosave", "save-data",
+                    "verbose", "quiet")
+_BENCHMARK_VALUES = ("min-time", "max-time", "min-rounds", "timer", "calibration-precision",
+                     "warmup-iterations", "save", "json", "storage", "sort", "group-by", "columns",
+                     "name", "time-unit", "cprofile", "cprofile-loops", "cprofile-top")
+_BENCHMARK_OPTIONAL = ("warmup", "compare", "histogram", "cprofile-dump", "compare-fail")
+# The cache plugin's options (the plugin is disabled: nothing survives a sandboxed run).
+_CACHE_FLAGS = (("--lf", "--last-failed"), ("--ff", "--failed-first"), ("--nf", "--new-first"),
+                ("--cache-clear",), ("--sw", "--stepwise"), ("--sw-skip", "--stepwise-skip"),
+                ("--sw-reset", "--stepwise-reset"))
+
+
+def pytest_addoption(parser, pluginmanager):
     """Accept (and ignore) the options of plugins that cannot run in the sandbox, so that a
     repository whose `addopts` names them still runs its tests."""
     group = parser.getgroup("frognano", "options accepted and ignored in the FrogNano sandbox")
+    if pluginmanager.is_blocked("cacheprovider"):
+        for flags in _CACHE_FLAGS:
+            group.addoption(*flags, action="store_true", dest="frognano_" + flags[-1][2:].replace("-", "_"))
+        group.addoption("--cache-show", nargs="?", const="*", dest="frognano_cache_show")
+        group.addoption("--lfnf", "--last-failed-no-failures", dest="frognano_lfnf")
+    if _missing("pytest_benchmark"):
+        for name in _BENCHMARK_FLAGS:
+            group.addoption("--benchmark-" + name, action="store_true", dest="frognano_benchmark_" + name.replace("-", "_"))
+        for name in _BENCHMARK_VALUES:
+            group.addoption("--benchmark-" + name, dest="frognano_benchmark_" + name.replace("-", "_"))
+        for name in _BENCHMARK_OPTIONAL:
+            group.addoption("--benchmark-" + name, nargs="?", const=True, dest="frognano_benchmark_" + name.replace("-", "_"))
     if _missing("pytest_cov"):
         group.addoption("--cov", action="append", nargs="?", const=True, default=[], dest="frognano_cov")
         for flag in ("--cov-report", "--cov-config", "--cov-fail-under", "--cov-context"):
@@ -534,7 +559,43 @@ def finish(exit_code):
 
 # Outside the sandbox (e.g. a native run for comparison), load with `-p` and name the
 # results file in FROGNANO_RESULTS.
+class _Benchmark:
+    """pytest-benchmark's `benchmark` fixture as its `--benchmark-disable` mode behaves: the
+    function runs once and its result is returned (timing many rounds is no test's point)."""
+
+    def __init__(self):
+        self.extra_info = {}
+        self.group = None
+        self.name = ""
+        self.stats = None
+        self.disabled = True
+
+    def __call__(self, function, *args, **kwargs):
+        return function(*args, **kwargs)
+
+    def pedantic(self, target, args=(), kwargs=None, setup=None, rounds=1, warmup_rounds=0,
+                 iterations=1):
+        if setup is not None:
+            prepared = setup()
+            if prepared is not None:
+                args, kwargs = prepared
+        return target(*args, **(kwargs or {}))
+
+    def weave(self, target, **kwargs):
+        pass
+
+
+if _missing("pytest_benchmark"):
+
+    @pytest.fixture
+    def benchmark():
+        """Runs the benchmarked function once (pytest-benchmark is not in the sandbox)."""
+        return _Benchmark()
+
+
 def pytest_configure(config):
+    if _missing("pytest_benchmark"):
+        config.addinivalue_line("markers", "benchmark: pytest-benchmark's marker (ignored)")
     if not _FD_CAPTURE:
         if getattr(config.option, "capture", None) == "fd":
             config.option.capture = "sys"

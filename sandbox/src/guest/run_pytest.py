@@ -19,14 +19,15 @@ def _frognano_run(config):
     # No /dev/null in WASI: point os.devnull at a real file so logging and caplog work.
     os.devnull = config["devnull"]
     random.seed()
-    sys.argv = ["pytest"] + config["args"]
+    args = list(config["args"]) + _unloadable_plugins(os.environ)
+    sys.argv = ["pytest"] + args
     plugin = importlib.import_module(config["plugin"])
     plugin.configure(config["results"], config.get("coverage"))
     code = 3
     try:
         import pytest
 
-        code = int(pytest.main(config["args"], plugins=[plugin]))
+        code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:  # report, never lose the results file
@@ -40,6 +41,30 @@ def _frognano_run(config):
             except Exception:
                 pass
     return code
+
+
+def _unloadable_plugins(environ):
+    """`-p no:NAME` for each pytest plugin (entry point) that cannot even be imported here (it
+    needs a feature WebAssembly lacks, e.g. os.getuid), so that it costs only its own features
+    instead of the whole run. Loading is what pytest does next anyway (modules stay imported)."""
+    if environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return []
+    import sys
+    from importlib.metadata import entry_points
+
+    blocked = []
+    try:
+        plugins = list(entry_points(group="pytest11"))
+    except Exception:
+        return []
+    for entry in plugins:
+        try:
+            entry.load()
+        except Exception as exc:
+            sys.stderr.write("frognano: pytest plugin %s (%s) cannot load in the sandbox (%s: %s): "
+                             "disabled\n" % (entry.name, entry.value, type(exc).__name__, exc))
+            blocked += ["-p", "no:" + entry.name]
+    return blocked
 
 
 _frognano_run(__FROGNANO_CONFIG__)

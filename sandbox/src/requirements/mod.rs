@@ -37,6 +37,21 @@ pub struct RequirementsReport {
     pub left_out: Vec<LeftOutRequirement>,
     /// Modules the suite imports that nothing could provide, and why.
     pub unresolved: Vec<UnresolvedModule>,
+    /// Directories of the repository put on the import path because the suite imports a
+    /// package that lives there (e.g. a `lib/` layout).
+    #[serde(default)]
+    pub import_roots: Vec<AddedImportRoot>,
+}
+
+/// A directory of the repository the resolution loop put on the import path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AddedImportRoot {
+    /// The directory, relative to the repository root.
+    pub path: String,
+    /// The module found there.
+    pub module: String,
+    /// Who imports it.
+    pub reason: String,
 }
 
 /// A requirement and the place that declares it (e.g. `tox.ini [testenv] deps`).

@@ -29,7 +29,8 @@ pub const ALIASES: &[(&str, &str, bool)] = &[
     ("markdown", "Markdown", true),
     ("docx", "python-docx", true),
     ("pptx", "python-pptx", true),
-    ("pkg_resources", "setuptools", true),
+    // setuptools 81 dropped pkg_resources.
+    ("pkg_resources", "setuptools<81", true),
     ("setuptools", "setuptools", true),
     ("typing_extensions", "typing-extensions", true),
     ("six", "six", true),
@@ -256,6 +257,43 @@ pub fn own_modules(root: &Path) -> BTreeSet<String> {
         }
     }
     out
+}
+
+/// The shallowest directory of the repository (relative, never the root itself nor one of
+/// `roots`) that holds the top-level package `module` (`DIR/module/__init__.py`) or module
+/// (`DIR/module.py`): where a `lib/`- or `python/`-style layout keeps its code.
+pub fn import_root_for(root: &Path, module: &str, roots: &[String]) -> Option<String> {
+    let mut best: Option<(usize, String)> = None;
+    for entry in crate::workspace::walk_repo(root)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.depth() <= 5)
+    {
+        let path = entry.path();
+        let holds = if entry.file_type().is_dir() {
+            entry.file_name().to_str() == Some(module) && path.join("__init__.py").is_file()
+        } else {
+            entry.file_type().is_file()
+                && entry.file_name().to_str() == Some(&format!("{module}.py"))
+        };
+        if !holds {
+            continue;
+        }
+        let Some(parent) = path.parent().and_then(|p| p.strip_prefix(root).ok()) else {
+            continue;
+        };
+        let rel = parent.to_string_lossy().replace('\\', "/");
+        if rel.is_empty() || roots.iter().any(|r| r.trim_end_matches('/') == rel) {
+            continue;
+        }
+        let depth = parent.components().count();
+        if best
+            .as_ref()
+            .is_none_or(|(d, r)| depth < *d || (depth == *d && rel < *r))
+        {
+            best = Some((depth, rel));
+        }
+    }
+    best.map(|(_, rel)| rel)
 }
 
 /// Whether a wheel provides the top-level module `module` (its `top_level.txt`, else its

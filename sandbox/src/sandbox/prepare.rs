@@ -17,7 +17,8 @@ use crate::error::{Result, SandboxError};
 use crate::layers;
 use crate::requirements::resolve::{self, Plan};
 use crate::requirements::{
-    AddedRequirement, LeftOutRequirement, RequirementsReport, UnresolvedModule, requirement_name,
+    AddedImportRoot, AddedRequirement, LeftOutRequirement, RequirementsReport, UnresolvedModule,
+    requirement_name,
 };
 use crate::workspace;
 
@@ -28,7 +29,7 @@ const RESOLUTION_ROUNDS: usize = 6;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-2";
+const RESOLUTION_VERSION: &str = "resolution-3";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -49,6 +50,17 @@ pub struct PreparedRepo {
 struct Resolved {
     requirements: Vec<String>,
     report: RequirementsReport,
+}
+
+impl Resolved {
+    /// Puts the import roots the loop found on `config`'s path.
+    fn apply_roots(&self, config: &mut RepoConfig) {
+        for root in &self.report.import_roots {
+            if !config.import_roots.contains(&root.path) {
+                config.import_roots.push(root.path.clone());
+            }
+        }
+    }
 }
 
 impl Sandbox {
@@ -84,6 +96,7 @@ impl Sandbox {
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Resolved>(&bytes).ok())
         {
+            resolved.apply_roots(&mut config);
             config.requirements = resolved.requirements;
             let deps_layer = self.detected_layer(&mut config, &mut Vec::new(), progress)?;
             return Ok(PreparedRepo {
@@ -215,6 +228,21 @@ impl Sandbox {
                             ),
                         });
                     }
+                    continue;
+                }
+                if own.contains(&top)
+                    && let Some(dir) =
+                        resolve::import_root_for(&config.root, &top, &config.import_roots)
+                {
+                    let why = format!("{} imports {}", missing.importer, missing.module);
+                    progress(&format!("put {dir}/ on the import path ({why})"));
+                    config.import_roots.push(dir.clone());
+                    report.import_roots.push(AddedImportRoot {
+                        path: dir,
+                        module: top.clone(),
+                        reason: why,
+                    });
+                    added_now = true;
                     continue;
                 }
                 let reason = match resolve::plan(&missing, &own) {
