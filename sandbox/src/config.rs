@@ -247,6 +247,17 @@ const TOOLING: &[&str] = &[
     "pytest-xdist",
     "pytest-timeout",
     "pytest-benchmark",
+    // Lint and packaging checks run as pytest plugins (the jaraco family's among them): no
+    // test needs them, and their dependency trees often have no pure-Python solution.
+    "pytest-checkdocs",
+    "pytest-enabler",
+    "pytest-ruff",
+    "pytest-mypy",
+    "pytest-black",
+    "pytest-flake8",
+    "pytest-isort",
+    "pytest-pylint",
+    "pytest-perf",
     "wheel",
     "setuptools",
     "setuptools-scm",

@@ -40,6 +40,9 @@ _BENCHMARK_VALUES = ("min-time", "max-time", "min-rounds", "timer", "calibration
                      "warmup-iterations", "save", "json", "storage", "sort", "group-by", "columns",
                      "name", "time-unit", "cprofile", "cprofile-loops", "cprofile-top")
 _BENCHMARK_OPTIONAL = ("warmup", "compare", "histogram", "cprofile-dump", "compare-fail")
+_LINT_FLAGS = (("pytest_ruff", ("--ruff", "--ruff-format")), ("pytest_mypy", ("--mypy",)),
+               ("pytest_black", ("--black",)), ("pytest_flake8", ("--flake8",)),
+               ("pytest_isort", ("--isort",)), ("pytest_pylint", ("--pylint",)))
 # The cache plugin's options (the plugin is disabled: nothing survives a sandboxed run).
 _CACHE_FLAGS = (("--lf", "--last-failed"), ("--ff", "--failed-first"), ("--nf", "--new-first"),
                 ("--cache-clear",), ("--sw", "--stepwise"), ("--sw-skip", "--stepwise-skip"),
@@ -55,6 +58,11 @@ def pytest_addoption(parser, pluginmanager):
             group.addoption(*flags, action="store_true", dest="frognano_" + flags[-1][2:].replace("-", "_"))
         group.addoption("--cache-show", nargs="?", const="*", dest="frognano_cache_show")
         group.addoption("--lfnf", "--last-failed-no-failures", dest="frognano_lfnf")
+    # Lint plugins left out of test requirements: their switches are accepted and do nothing.
+    for module, flags in _LINT_FLAGS:
+        if _missing(module):
+            for flag in flags:
+                group.addoption(flag, action="store_true", dest="frognano_" + flag[2:].replace("-", "_"))
     if _missing("pytest_benchmark"):
         for name in _BENCHMARK_FLAGS:
             group.addoption("--benchmark-" + name, action="store_true", dest="frognano_benchmark_" + name.replace("-", "_"))

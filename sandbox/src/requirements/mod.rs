@@ -41,6 +41,11 @@ pub struct RequirementsReport {
     /// package that lives there (e.g. a `lib/` layout).
     #[serde(default)]
     pub import_roots: Vec<AddedImportRoot>,
+    /// pytest arguments added because its default file patterns (`test_*.py`, `*_test.py`)
+    /// found no tests but the repository has test files named otherwise (`tests.py`,
+    /// `test.py`, `testfoo.py`).
+    #[serde(default)]
+    pub collection_args: Vec<String>,
 }
 
 /// A directory of the repository the resolution loop put on the import path.

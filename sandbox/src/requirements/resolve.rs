@@ -259,6 +259,32 @@ pub fn own_modules(root: &Path) -> BTreeSet<String> {
     out
 }
 
+/// Whether the repository has Python files that look like tests but that pytest's default
+/// `python_files` patterns (`test_*.py`, `*_test.py`) do not match: `test.py`, `tests.py`,
+/// `testfoo.py`, `footests.py` (documentation and examples aside).
+pub fn has_unmatched_test_files(root: &Path) -> bool {
+    crate::workspace::walk_repo(root)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .any(|e| {
+            let Some(name) = e.file_name().to_str() else {
+                return false;
+            };
+            let Some(stem) = name.strip_suffix(".py") else {
+                return false;
+            };
+            let in_docs = e.path().strip_prefix(root).ok().is_some_and(|rel| {
+                rel.components()
+                    .any(|c| matches!(c.as_os_str().to_str(), Some("docs" | "doc" | "examples")))
+            });
+            let default = stem.starts_with("test_") || stem.ends_with("_test");
+            !in_docs && !default && (stem.starts_with("test") || stem.ends_with("tests"))
+        })
+}
+
+/// The `python_files` patterns that also collect the files [`has_unmatched_test_files`] finds.
+pub const WIDER_TEST_FILES: &str = "python_files=test_*.py *_test.py test*.py *tests.py";
+
 /// The shallowest directory of the repository (relative, never the root itself nor one of
 /// `roots`) that holds the top-level package `module` (`DIR/module/__init__.py`) or module
 /// (`DIR/module.py`): where a `lib/`- or `python/`-style layout keeps its code.
@@ -335,6 +361,52 @@ pub fn wheel_provides(wheel: &Path, module: &str) -> bool {
 mod tests {
     use super::*;
     use frognano_core::TestRecord;
+
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        for file in files {
+            let path = dir.path().join(file);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, "").expect("write");
+        }
+        dir
+    }
+
+    #[test]
+    fn packages_outside_the_import_roots_are_found() {
+        let dir = tree(&[
+            "lib/mypkg/__init__.py",
+            "lib/mypkg/core.py",
+            "tests/test_core.py",
+            "python/single.py",
+        ]);
+        let roots = vec![".".to_string()];
+        assert_eq!(
+            import_root_for(dir.path(), "mypkg", &roots).as_deref(),
+            Some("lib")
+        );
+        assert_eq!(
+            import_root_for(dir.path(), "single", &roots).as_deref(),
+            Some("python")
+        );
+        assert_eq!(
+            import_root_for(dir.path(), "mypkg", &["lib".to_string()]),
+            None
+        );
+        assert_eq!(import_root_for(dir.path(), "absent", &roots), None);
+    }
+
+    #[test]
+    fn test_files_pytest_would_not_collect_are_noticed() {
+        assert!(has_unmatched_test_files(tree(&["pkg/tests.py"]).path()));
+        assert!(has_unmatched_test_files(tree(&["test.py"]).path()));
+        assert!(!has_unmatched_test_files(
+            tree(&["tests/test_a.py", "a_test.py"]).path()
+        ));
+        assert!(!has_unmatched_test_files(
+            tree(&["docs/tests.py", "pkg/core.py"]).path()
+        ));
+    }
 
     #[test]
     fn missing_modules_from_records_and_conftest_output() {

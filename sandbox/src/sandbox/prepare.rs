@@ -29,7 +29,7 @@ const RESOLUTION_ROUNDS: usize = 6;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-3";
+const RESOLUTION_VERSION: &str = "resolution-4";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -53,13 +53,18 @@ struct Resolved {
 }
 
 impl Resolved {
-    /// Puts the import roots the loop found on `config`'s path.
+    /// Puts the import roots the loop found on `config`'s path, and its collection arguments
+    /// into `config`'s pytest arguments.
     fn apply_roots(&self, config: &mut RepoConfig) {
         for root in &self.report.import_roots {
             if !config.import_roots.contains(&root.path) {
                 config.import_roots.push(root.path.clone());
             }
         }
+        config
+            .test
+            .args
+            .extend(self.report.collection_args.iter().cloned());
     }
 }
 
@@ -207,6 +212,19 @@ impl Sandbox {
                     run.outcome.as_str()
                 ));
                 return Ok(false);
+            }
+            if run.outcome == RunOutcome::NoTests
+                && report.collection_args.is_empty()
+                && resolve::has_unmatched_test_files(&config.root)
+            {
+                // Test files named `tests.py` / `test.py` (unittest-style projects): widen the
+                // patterns (an ini option, not paths, so that runs of selected test ids stay
+                // selective).
+                progress("pytest found no test_*.py files: collecting test*.py and *tests.py too");
+                let args = vec!["-o".to_string(), resolve::WIDER_TEST_FILES.to_string()];
+                config.test.args.extend(args.iter().cloned());
+                report.collection_args = args;
+                continue;
             }
             let mut added_now = false;
             let mut this_round: BTreeSet<String> = BTreeSet::new();
