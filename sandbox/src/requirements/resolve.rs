@@ -259,6 +259,90 @@ pub fn own_modules(root: &Path) -> BTreeSet<String> {
     out
 }
 
+/// Modules the pytest layer provides (pytest and its dependencies).
+const PYTEST_LAYER_MODULES: &[&str] = &[
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pygments",
+    "py",
+];
+
+/// True when a collection pass could find nothing to fix: the repository has test files that
+/// pytest's default patterns collect, and every top-level module its test files and conftests
+/// import (as a line-by-line scan reads them) is the repository's own, the standard library's,
+/// the pytest layer's or a top-level entry of the requirements layer `layer`. Anything the scan
+/// cannot place makes it false (the pass then runs), so it can only skip a pass, never a fix.
+pub fn imports_resolve_statically(
+    root: &Path,
+    own: &BTreeSet<String>,
+    layer: Option<&Path>,
+) -> bool {
+    let mut provided: BTreeSet<String> = BTreeSet::new();
+    if let Some(layer) = layer
+        && let Ok(entries) = fs::read_dir(layer)
+    {
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name().to_string_lossy().to_string();
+            provided.insert(name.strip_suffix(".py").unwrap_or(&name).to_string());
+        }
+    }
+    let known = |module: &str| {
+        let top = module.split('.').next().unwrap_or(module);
+        top.is_empty()
+            || own.contains(top)
+            || is_stdlib(top)
+            || provided.contains(top)
+            || PYTEST_LAYER_MODULES.contains(&top)
+    };
+    let mut has_default_tests = false;
+    for entry in crate::workspace::walk_repo(root).filter_map(|e| e.ok()) {
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let Some(stem) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(".py"))
+        else {
+            continue;
+        };
+        let is_test = stem.starts_with("test_") || stem.ends_with("_test");
+        if !is_test && stem != "conftest" {
+            continue;
+        }
+        has_default_tests |= is_test;
+        let Ok(text) = fs::read_to_string(entry.path()) else {
+            return false;
+        };
+        for line in text.lines() {
+            let line = line.trim();
+            let modules: Vec<&str> = if let Some(rest) = line.strip_prefix("import ") {
+                rest.split(',')
+                    .map(|part| part.split_whitespace().next().unwrap_or(""))
+                    .collect()
+            } else if let Some(rest) = line.strip_prefix("from ") {
+                let module = rest.split_whitespace().next().unwrap_or("");
+                if module.starts_with('.') {
+                    continue;
+                }
+                vec![module]
+            } else {
+                continue;
+            };
+            if modules
+                .iter()
+                .any(|m| !known(m.trim_end_matches(['(', ')', ';', '\\'])))
+            {
+                return false;
+            }
+        }
+    }
+    has_default_tests
+}
+
 /// Whether the repository has Python files that look like tests but that pytest's default
 /// `python_files` patterns (`test_*.py`, `*_test.py`) do not match: `test.py`, `tests.py`,
 /// `testfoo.py`, `footests.py` (documentation and examples aside).
@@ -394,6 +478,38 @@ mod tests {
             None
         );
         assert_eq!(import_root_for(dir.path(), "absent", &roots), None);
+    }
+
+    #[test]
+    fn a_pass_is_skipped_only_when_every_import_is_placed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let write = |rel: &str, text: &str| {
+            let path = dir.path().join(rel);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, text).expect("write");
+        };
+        write("mypkg/__init__.py", "");
+        write(
+            "tests/test_a.py",
+            "import os, sys as system\nfrom mypkg import core\nfrom . import helpers\nimport pytest\n",
+        );
+        let own = own_modules(dir.path());
+        assert!(imports_resolve_statically(dir.path(), &own, None));
+        write("tests/conftest.py", "import freezegun\n");
+        assert!(!imports_resolve_statically(dir.path(), &own, None));
+        let layer = tempfile::tempdir().expect("layer");
+        fs::create_dir(layer.path().join("freezegun")).expect("mkdir");
+        assert!(imports_resolve_statically(
+            dir.path(),
+            &own,
+            Some(layer.path())
+        ));
+        let no_tests = tree(&["pkg/tests.py"]);
+        assert!(!imports_resolve_statically(
+            no_tests.path(),
+            &BTreeSet::new(),
+            None
+        ));
     }
 
     #[test]
