@@ -15,7 +15,6 @@ use frognano_corpus::{
     BuildEvent, BuildOptions, Corpus, CorpusSynthOptions, Manifest, Spec, SynthEvent,
 };
 use frognano_env::taskset;
-use frognano_synth::{CombineScope, SynthConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{ImageArgs, open_sandbox};
@@ -120,21 +119,8 @@ pub struct CorpusSynthArgs {
     /// Where to write the tasks (default: tasks.jsonl in the corpus).
     #[arg(short = 'o', long)]
     out: Option<PathBuf>,
-    /// Seed of every random choice.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Mutation operators, comma-separated (default: all).
-    #[arg(long, value_delimiter = ',')]
-    operators: Vec<String>,
-    /// Tasks carry 1 to K bugs.
-    #[arg(long, default_value_t = 1)]
-    max_bugs: usize,
-    /// Where the bugs of a multi-bug task lie: function, file or repo.
-    #[arg(long, default_value = "file")]
-    scope: String,
-    /// Hint levels of the problem statements, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "2")]
-    hint_levels: Vec<u8>,
+    #[command(flatten)]
+    bugs: crate::synth::BugArgs,
     /// An entry stops after this many candidates per task of its share.
     #[arg(long, default_value_t = 12)]
     candidates_per_task: usize,
@@ -505,18 +491,7 @@ fn synth(args: &CorpusSynthArgs) -> anyhow::Result<ExitCode> {
         bail!("--jobs must be at least 1");
     }
     let corpus = Corpus::open(&args.corpus)?;
-    let config = SynthConfig {
-        seed: args.seed,
-        operators: args
-            .operators
-            .iter()
-            .map(|o| o.trim().to_string())
-            .collect(),
-        max_bugs: args.max_bugs,
-        scope: CombineScope::parse(&args.scope)?,
-        hint_levels: args.hint_levels.clone(),
-        ..SynthConfig::default()
-    };
+    let config = args.bugs.config()?;
     config.validate()?;
     let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
     let cancel = cancel_on_ctrl_c();

@@ -25,23 +25,8 @@ pub struct SynthArgs {
     /// Where to write the tasks (JSONL, read by `frognano eval`).
     #[arg(short = 'o', long)]
     out: Option<PathBuf>,
-    /// Seed of every random choice.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Mutation operators to use, comma-separated (default: all; see --list-operators).
-    #[arg(long, value_delimiter = ',')]
-    operators: Vec<String>,
-    /// Tasks carry 1 to K bugs, spread evenly.
-    #[arg(long, default_value_t = 1)]
-    max_bugs: usize,
-    /// Where the bugs of a multi-bug task lie: function, file or repo.
-    #[arg(long, default_value = "file")]
-    scope: String,
-    /// Hint levels of the problem statements, comma-separated, drawn per task: 0 module only,
-    /// 1 + failing test names, 2 + assertion messages, 3 + function and tracebacks, 4 + the file
-    /// and the buggy code.
-    #[arg(long, value_delimiter = ',', default_value = "2")]
-    hint_levels: Vec<u8>,
+    #[command(flatten)]
+    bugs: BugArgs,
     /// Parallel validations (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
@@ -61,6 +46,47 @@ pub struct SynthArgs {
     image: ImageArgs,
 }
 
+/// What the bugs of synthesized tasks look like: shared by `frognano synth` and
+/// `frognano corpus synth`.
+#[derive(Args, Debug)]
+pub struct BugArgs {
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Mutation operators to use, comma-separated (default: all; see --list-operators).
+    #[arg(long, value_delimiter = ',')]
+    operators: Vec<String>,
+    /// Tasks carry 1 to K bugs, spread evenly.
+    #[arg(long, default_value_t = 1)]
+    max_bugs: usize,
+    /// Where the bugs of a multi-bug task lie: function, file or repo.
+    #[arg(long, default_value = "file")]
+    scope: String,
+    /// Hint levels of the problem statements, comma-separated, drawn per task: 0 module only,
+    /// 1 + failing test names, 2 + assertion messages, 3 + function and tracebacks, 4 + the file
+    /// and the buggy code.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    hint_levels: Vec<u8>,
+}
+
+impl BugArgs {
+    /// A synthesis configuration with these settings (the rest default).
+    pub fn config(&self) -> anyhow::Result<SynthConfig> {
+        Ok(SynthConfig {
+            seed: self.seed,
+            operators: self
+                .operators
+                .iter()
+                .map(|o| o.trim().to_string())
+                .collect(),
+            max_bugs: self.max_bugs,
+            scope: CombineScope::parse(&self.scope)?,
+            hint_levels: self.hint_levels.clone(),
+            ..SynthConfig::default()
+        })
+    }
+}
+
 fn progress_bar(len: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len as u64);
     bar.set_style(
@@ -74,15 +100,6 @@ fn progress_bar(len: usize, what: &str) -> ProgressBar {
 
 fn config_of(args: &SynthArgs) -> anyhow::Result<SynthConfig> {
     let config = SynthConfig {
-        seed: args.seed,
-        operators: args
-            .operators
-            .iter()
-            .map(|o| o.trim().to_string())
-            .collect(),
-        max_bugs: args.max_bugs,
-        scope: CombineScope::parse(&args.scope)?,
-        hint_levels: args.hint_levels.clone(),
         workers: match args.workers {
             Some(0) => bail!("--workers must be at least 1"),
             Some(n) => n,
@@ -91,7 +108,7 @@ fn config_of(args: &SynthArgs) -> anyhow::Result<SynthConfig> {
         reproduce: !args.no_reproduce,
         select_tests: !args.full_suite,
         max_candidates: args.max_candidates.unwrap_or(0),
-        ..SynthConfig::default()
+        ..args.bugs.config()?
     };
     config.validate()?;
     Ok(config)

@@ -2,13 +2,12 @@
 //! requirement layer, arguments and plugin, compared test by test with the sandbox's run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use frognano_core::TestOutcome;
-use frognano_sandbox::{Sandbox, TestRequest, layers, workspace};
+use frognano_sandbox::{Sandbox, TestRequest};
 
 use crate::{Corpus, CorpusError, Result};
 
@@ -109,13 +108,14 @@ pub fn compare_native(
         .collect();
     paths.extend(prepared.deps_layer.clone());
     let started = Instant::now();
-    let native = match native_outcomes(&repo, &paths, &args, python, timeout_s) {
-        Ok(native) => native,
-        Err(message) => {
-            comparison.error = Some(message);
-            return Ok(comparison);
-        }
-    };
+    let native =
+        match frognano_sandbox::native::native_outcomes(&repo, &paths, &args, python, timeout_s) {
+            Ok(native) => native,
+            Err(message) => {
+                comparison.error = Some(message);
+                return Ok(comparison);
+            }
+        };
     comparison.seconds.1 = started.elapsed().as_secs_f64();
     let sandboxed: BTreeMap<&str, &frognano_core::TestRecord> =
         report.tests.iter().map(|t| (t.id.as_str(), t)).collect();
@@ -154,83 +154,4 @@ pub fn compare_native(
         *comparison.native_only_by_reason.entry(reason).or_insert(0) += 1;
     }
     Ok(comparison)
-}
-
-/// pytest run natively on a copy of `repo` with FrogNano's plugin: node id -> outcome.
-fn native_outcomes(
-    repo: &Path,
-    extra_paths: &[PathBuf],
-    args: &[String],
-    python: &str,
-    timeout_s: f64,
-) -> std::result::Result<BTreeMap<String, TestOutcome>, String> {
-    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
-    let work = tempfile::tempdir().map_err(|e| io("create a workspace", e))?;
-    workspace::copy_repo(repo, work.path()).map_err(|e| e.to_string())?;
-    let plugin = tempfile::tempdir().map_err(|e| io("create a plugin directory", e))?;
-    std::fs::write(
-        plugin.path().join(format!("{}.py", layers::PLUGIN_MODULE)),
-        layers::PLUGIN_SOURCE,
-    )
-    .map_err(|e| io("write the plugin", e))?;
-    let results = plugin.path().join("results.jsonl");
-    let mut python_path = vec![plugin.path().to_path_buf()];
-    python_path.extend(extra_paths.iter().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            work.path().join(p)
-        }
-    }));
-    let joined = std::env::join_paths(python_path).map_err(|e| e.to_string())?;
-    let mut child = Command::new(python)
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            layers::PLUGIN_MODULE,
-        ])
-        .args(args)
-        .current_dir(work.path())
-        .env("PYTHONPATH", joined)
-        .env("FROGNANO_RESULTS", &results)
-        .env("PYTHONHASHSEED", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| io(&format!("run {python} -m pytest"), e))?;
-    let deadline = Instant::now() + Duration::from_secs_f64(timeout_s);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("the native run did not finish in {timeout_s} s"));
-            }
-            Err(e) => return Err(io("wait for pytest", e)),
-        }
-    }
-    let text = std::fs::read_to_string(&results).map_err(|_| {
-        format!("native pytest wrote no results (is pytest installed for {python}, and does the package support its version?)")
-    })?;
-    let mut outcomes = BTreeMap::new();
-    for line in text.lines() {
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if let (Some(id), Some(outcome)) = (
-            value.get("id").and_then(|i| i.as_str()),
-            value.get("outcome"),
-        ) && let Ok(outcome) = serde_json::from_value::<TestOutcome>(outcome.clone())
-        {
-            outcomes.insert(id.to_string(), outcome);
-        }
-    }
-    Ok(outcomes)
 }

@@ -23,6 +23,7 @@ pub mod config;
 mod error;
 pub mod image;
 pub mod layers;
+pub mod native;
 pub mod requirements;
 mod sandbox;
 #[cfg(feature = "testing")]

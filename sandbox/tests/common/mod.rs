@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use frognano_core::TestOutcome;
@@ -40,60 +39,8 @@ pub fn native_outcomes(
     extra_paths: &[PathBuf],
     args: &[String],
 ) -> BTreeMap<String, TestOutcome> {
-    let work = tempfile::tempdir().expect("tempdir");
-    frognano_sandbox::workspace::copy_repo(repo, work.path()).expect("copy");
-    let plugin_dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        plugin_dir
-            .path()
-            .join(format!("{}.py", frognano_sandbox::layers::PLUGIN_MODULE)),
-        frognano_sandbox::layers::PLUGIN_SOURCE,
-    )
-    .expect("write plugin");
-    let results = plugin_dir.path().join("results.jsonl");
-    let mut python_path: Vec<PathBuf> = vec![plugin_dir.path().to_path_buf()];
-    python_path.extend(extra_paths.iter().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            work.path().join(p)
-        }
-    }));
-    let joined = std::env::join_paths(python_path).expect("join paths");
-    let output = Command::new("python3")
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            frognano_sandbox::layers::PLUGIN_MODULE,
-        ])
-        .args(args)
-        .current_dir(work.path())
-        .env("PYTHONPATH", joined)
-        .env("FROGNANO_RESULTS", &results)
-        // A fixed seed keeps the reference run's set ordering (and parametrize ids) stable.
-        .env("PYTHONHASHSEED", "0")
-        .output()
-        .expect("run native pytest");
-    let text = std::fs::read_to_string(&results).unwrap_or_else(|_| {
-        panic!(
-            "native pytest wrote no results: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    let mut outcomes = BTreeMap::new();
-    for line in text.lines() {
-        let value: serde_json::Value = serde_json::from_str(line).expect("json line");
-        if let (Some(id), Some(outcome)) = (value.get("id"), value.get("outcome")) {
-            let outcome: TestOutcome = serde_json::from_value(outcome.clone()).expect("outcome");
-            outcomes.insert(id.as_str().expect("id").to_string(), outcome);
-        }
-    }
-    outcomes
+    frognano_sandbox::native::native_outcomes(repo, extra_paths, args, "python3", 600.0)
+        .unwrap_or_else(|err| panic!("native pytest: {err}"))
 }
 
 /// Runs `repo` in the sandbox and returns node id -> outcome together with the report.

@@ -1,0 +1,94 @@
+//! Native pytest runs, for comparisons with the sandbox: the same suite, requirement layer,
+//! arguments and results plugin, run by a host interpreter.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use frognano_core::TestOutcome;
+
+use crate::{layers, workspace};
+
+/// Runs pytest natively with `python` on a copy of `repo` (never modified), with FrogNano's
+/// plugin recording per-test outcomes: node id -> outcome. `extra_paths` go first on
+/// PYTHONPATH (relative ones inside the copy: import roots; absolute ones: requirement layers);
+/// `PYTHONHASHSEED` is fixed so that parametrize ids over sets are stable. An error says why no
+/// outcome could be read (pytest missing, a run past `timeout_s`).
+pub fn native_outcomes(
+    repo: &Path,
+    extra_paths: &[PathBuf],
+    args: &[String],
+    python: &str,
+    timeout_s: f64,
+) -> std::result::Result<BTreeMap<String, TestOutcome>, String> {
+    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+    let work = tempfile::tempdir().map_err(|e| io("create a workspace", e))?;
+    workspace::copy_repo(repo, work.path()).map_err(|e| e.to_string())?;
+    let plugin = tempfile::tempdir().map_err(|e| io("create a plugin directory", e))?;
+    std::fs::write(
+        plugin.path().join(format!("{}.py", layers::PLUGIN_MODULE)),
+        layers::PLUGIN_SOURCE,
+    )
+    .map_err(|e| io("write the plugin", e))?;
+    let results = plugin.path().join("results.jsonl");
+    let mut python_path = vec![plugin.path().to_path_buf()];
+    python_path.extend(extra_paths.iter().map(|p| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            work.path().join(p)
+        }
+    }));
+    let joined = std::env::join_paths(python_path).map_err(|e| e.to_string())?;
+    let mut child = Command::new(python)
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            layers::PLUGIN_MODULE,
+        ])
+        .args(args)
+        .current_dir(work.path())
+        .env("PYTHONPATH", joined)
+        .env("FROGNANO_RESULTS", &results)
+        .env("PYTHONHASHSEED", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| io(&format!("run {python} -m pytest"), e))?;
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout_s);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the native run did not finish in {timeout_s} s"));
+            }
+            Err(e) => return Err(io("wait for pytest", e)),
+        }
+    }
+    let text = std::fs::read_to_string(&results).map_err(|_| {
+        format!("native pytest wrote no results (is pytest installed for {python}, and does the package support its version?)")
+    })?;
+    let mut outcomes = BTreeMap::new();
+    for line in text.lines() {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let (Some(id), Some(outcome)) = (
+            value.get("id").and_then(|i| i.as_str()),
+            value.get("outcome"),
+        ) && let Ok(outcome) = serde_json::from_value::<TestOutcome>(outcome.clone())
+        {
+            outcomes.insert(id.to_string(), outcome);
+        }
+    }
+    Ok(outcomes)
+}
