@@ -102,3 +102,4 @@ wait "$serve_pid"  # a graceful stop exits 0
 "$bin/frognano" models check smollm2-135m
 expect "def " "$bin/frognano" generate --prompt "Write a Python function that reverses a string." --max-new-tokens 40
 # Benchmarks (bench policy, bench learner, bench serve) are measurements, run by hand: see the README.
+section "all tests passed"
