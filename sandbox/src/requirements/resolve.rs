@@ -533,10 +533,12 @@ mod tests {
                 .into(),
         );
         let mut report = TestReport::from_records(vec![record], 0.0);
-        report.stderr = "ImportError while loading conftest '/work/tests/conftest.py'.\n\
-                         tests/conftest.py:1: in <module>\n    import toolz\n\
-                         E   ModuleNotFoundError: No module named 'toolz'\n"
-            .into();
+        report.stderr = format!(
+            "ImportError while loading conftest '{}/tests/conftest.py'.\n\
+             tests/conftest.py:1: in <module>\n    import toolz\n\
+             E   ModuleNotFoundError: No module named 'toolz'\n",
+            crate::GUEST_WORK
+        );
         assert_eq!(
             missing_modules(&report),
             vec![

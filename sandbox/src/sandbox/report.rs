@@ -358,9 +358,11 @@ mod tests {
 
     #[test]
     fn an_unrecognised_option_is_named_with_the_fix() {
-        let stderr = "ERROR: usage: pytest.main() [options] [file_or_dir] [file_or_dir] [...]\n\
-                      pytest.main(): error: unrecognized arguments: --reruns 3\n  inifile: \
-                      /work/pyproject.toml\n  rootdir: /work\n";
+        let stderr = &format!(
+            "ERROR: usage: pytest.main() [options] [file_or_dir] [file_or_dir] [...]\n\
+             pytest.main(): error: unrecognized arguments: --reruns 3\n  inifile: \
+             {GUEST_WORK}/pyproject.toml\n  rootdir: {GUEST_WORK}\n"
+        );
         let report = ended(4, Vec::new(), "", stderr);
         assert_eq!(report.outcome, RunOutcome::Failed);
         let detail = report.detail.expect("detail");
@@ -386,9 +388,11 @@ mod tests {
 
     #[test]
     fn a_conftest_importing_a_missing_module_names_it_and_the_fix() {
-        let stderr = "ImportError while loading conftest '/work/tests/conftest.py'.\n\
+        let stderr = &format!(
+            "ImportError while loading conftest '{GUEST_WORK}/tests/conftest.py'.\n\
                       tests/conftest.py:1: in <module>\n    import frozendict.core\n\
-                      E   ModuleNotFoundError: No module named 'frozendict'\n";
+                      E   ModuleNotFoundError: No module named 'frozendict'\n"
+        );
         let report = ended(4, Vec::new(), "", stderr);
         assert_eq!(report.outcome, RunOutcome::Failed);
         assert_eq!(
@@ -402,19 +406,23 @@ mod tests {
 
     #[test]
     fn a_conftest_importing_what_the_platform_lacks_says_so() {
-        let stderr = "ImportError while loading conftest '/work/conftest.py'.\n\
+        let stderr = &format!(
+            "ImportError while loading conftest '{GUEST_WORK}/conftest.py'.\n\
                       conftest.py:2: in <module>\n    import termios\n\
                       E   ModuleNotFoundError: Unsupported platform for standard library \
-                      module 'termios'\n";
+                      module 'termios'\n"
+        );
         let detail = ended(4, Vec::new(), "", stderr).detail.expect("detail");
         assert!(
             detail.starts_with("conftest.py imports termios, a standard-library module"),
             "{detail}"
         );
         assert!(detail.contains("WASI"), "{detail}");
-        let stderr = "ImportError while loading conftest '/work/conftest.py'.\n\
+        let stderr = &format!(
+            "ImportError while loading conftest '{GUEST_WORK}/conftest.py'.\n\
                       conftest.py:2: in <module>\n    raise ValueError('bad')\n\
-                      E   ValueError: bad\n";
+                      E   ValueError: bad\n"
+        );
         let detail = ended(4, Vec::new(), "", stderr).detail.expect("detail");
         assert_eq!(
             detail,
