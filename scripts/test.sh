@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${CARGO_TARGET_DIR:-target}/debug"
 # Each section's start, with the seconds since the script started (where CI time goes).
-section() { section "$* [${SECONDS} s]"; }
+section() { echo "== $* [${SECONDS} s]"; }
 
 # require COMMAND PACKAGE (apt-get when missing).
 source scripts/require.sh
