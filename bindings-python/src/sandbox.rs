@@ -107,6 +107,18 @@ report_methods! {
             })
             .collect()
     }
+    /// Where the run's time went, phase by phase (seconds: workspace_s, instantiate_s,
+    /// startup_s, collection_s, tests_s, per_test_overhead_s, finish_s, host_other_s; tests;
+    /// shards), or None.
+    #[getter]
+    fn profile<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(profile) = &self.inner.profile else {
+            return Ok(None);
+        };
+        let json = serde_json::to_string(profile)
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        py.import("json")?.call_method1("loads", (json,)).map(Some)
+    }
     /// The report as JSON text (the same fields as `frognano test --json`).
     fn to_json(&self) -> PyResult<String> {
         serde_json::to_string(&self.inner).map_err(|e| PyRuntimeError::new_err(e.to_string()))
@@ -259,12 +271,15 @@ impl PySandbox {
         self.inner.uses_snapshot()
     }
 
-    /// run_tests(repo, pytest_args=(), *, timeout=None, memory_mb=None, output_bytes=None)
+    /// run_tests(repo, pytest_args=(), *, timeout=None, memory_mb=None, output_bytes=None, shards=1)
     ///
     /// Runs the repository's test suite on a fresh copy of it and returns a TestReport.
     /// Limits left as None come from the repository's frognano.toml, else the defaults. Limit
-    /// outcomes (timeout, memory, output) are report values, not exceptions.
-    #[pyo3(signature = (repo, pytest_args=Vec::new(), *, timeout=None, memory_mb=None, output_bytes=None))]
+    /// outcomes (timeout, memory, output) are report values, not exceptions. shards > 1 splits
+    /// the tests over that many sandbox instances run at once (results merged in collection
+    /// order; worth it for one long run on idle cores).
+    #[pyo3(signature = (repo, pytest_args=Vec::new(), *, timeout=None, memory_mb=None, output_bytes=None, shards=1))]
+    #[allow(clippy::too_many_arguments)]
     fn run_tests(
         &self,
         py: Python<'_>,
@@ -273,8 +288,11 @@ impl PySandbox {
         timeout: Option<f64>,
         memory_mb: Option<i64>,
         output_bytes: Option<i64>,
+        shards: i64,
     ) -> PyResult<PyTestReport> {
-        let (request, cancel) = request_from(py, pytest_args, timeout, memory_mb, output_bytes)?;
+        let (mut request, cancel) =
+            request_from(py, pytest_args, timeout, memory_mb, output_bytes)?;
+        request.shards = at_least_one(py, "shards", shards)?;
         let sandbox = self.inner.clone();
         let result = run_interruptibly(py, &cancel, move || sandbox.run_tests(&repo, &request))?;
         result

@@ -5,7 +5,7 @@
 //! a library crate that Python and C reach too.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -17,6 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 mod agent;
 mod bench_learner;
 mod bench_policy;
+mod bench_sandbox;
 mod bench_serve;
 mod corpus;
 mod eval;
@@ -131,6 +132,15 @@ struct TestArgs {
     /// Record the lines of the repository each test executes (in `--json` output).
     #[arg(long)]
     coverage: bool,
+    /// Split the tests over N sandbox instances run at once (results merged in collection
+    /// order); helps a single run on idle cores.
+    #[arg(short = 'j', long = "shards", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=frognano_sandbox::MAX_SHARDS as i64))]
+    shards: u16,
+    /// Print where the run's time went (workspace, instantiation, pytest start-up,
+    /// collection, tests, per-test overhead, finish).
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     image: ImageArgs,
     /// Arguments passed to pytest (after `--`).
@@ -141,8 +151,9 @@ struct TestArgs {
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
     /// Run the same suite natively (`python3 -m pytest`) and in the sandbox, alternating, and
-    /// print the medians and the ratio sandbox/native.
-    Sandbox(BenchSandboxArgs),
+    /// print the medians and the ratio sandbox/native; `--packages` does it for pinned registry
+    /// packages, single-instance and sharded, with where the time goes.
+    Sandbox(bench_sandbox::BenchSandboxArgs),
     /// Reset latency (vs copying the repository from disk), batched tool steps per second with
     /// an EnvPool (1 worker vs all), and whole oracle episodes.
     Env(eval::BenchEnvArgs),
@@ -164,21 +175,6 @@ enum BenchCommand {
     Serve(bench_serve::BenchServeArgs),
 }
 
-#[derive(Args, Debug)]
-struct BenchSandboxArgs {
-    /// Repository to benchmark (default: the bundled sample repository).
-    #[arg(long)]
-    repo: Option<PathBuf>,
-    /// Timed runs of each (after one warm-up each).
-    #[arg(long, default_value_t = 10)]
-    runs: usize,
-    /// Host Python for the native runs.
-    #[arg(long, default_value = "python3")]
-    python: String,
-    #[command(flatten)]
-    image: ImageArgs,
-}
-
 /// Output piped into a reader that stops early (`frognano eval | head`) ends the process
 /// quietly, as for other command-line tools, instead of a panic on the next `println!`.
 /// Rust ignores SIGPIPE by default; restore the default action.
@@ -198,7 +194,7 @@ fn main() -> ExitCode {
         Commands::Setup(args) => setup(&args),
         Commands::Test(args) => test(&args),
         Commands::Eval(args) => eval::eval(&args),
-        Commands::Bench(BenchCommand::Sandbox(args)) => bench_sandbox(&args),
+        Commands::Bench(BenchCommand::Sandbox(args)) => bench_sandbox::bench(&args),
         Commands::Bench(BenchCommand::Env(args)) => eval::bench_env(&args),
         Commands::Synth(args) => synth::synth(&args),
         Commands::Corpus(command) => corpus::corpus(&command),
@@ -355,12 +351,18 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
         limits,
         cancel: None,
         coverage: args.coverage,
+        shards: usize::from(args.shards),
     };
     let report = sandbox.run_tests_prepared(&prepared, &request)?;
     if args.json {
         println!("{}", report_json(&report));
     } else {
         print_report(&report);
+        if args.profile
+            && let Some(profile) = &report.profile
+        {
+            print_profile(profile);
+        }
     }
     Ok(ExitCode::from(exit_code_for(report.outcome)))
 }
@@ -405,7 +407,44 @@ fn report_json(report: &TestReport) -> serde_json::Value {
     if let Some(coverage) = &report.coverage {
         value["coverage"] = serde_json::to_value(coverage).unwrap_or_default();
     }
+    if let Some(profile) = &report.profile {
+        value["profile"] = serde_json::to_value(profile).unwrap_or_default();
+    }
     value
+}
+
+/// The phases of a run as a table: seconds and share of the run.
+fn print_profile(profile: &frognano_core::RunProfile) {
+    let total: f64 = profile.phases().iter().map(|(_, s)| s).sum();
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header(["phase", "seconds", "share"]);
+    for (name, seconds) in profile.phases() {
+        table.add_row([
+            name.to_string(),
+            format!("{seconds:.3}"),
+            format!("{:.0}%", 100.0 * seconds / total.max(f64::EPSILON)),
+        ]);
+    }
+    table.add_row([
+        "total".to_string(),
+        format!("{total:.3}"),
+        "100%".to_string(),
+    ]);
+    println!("{table}");
+    println!(
+        "{} tests, {:.2} ms of per-test overhead per test{}",
+        profile.tests,
+        1000.0 * profile.overhead_per_test_s(),
+        if profile.shards > 1 {
+            format!(
+                "; {} shards (phases of the one that finished last)",
+                profile.shards
+            )
+        } else {
+            String::new()
+        }
+    );
 }
 
 fn print_report(report: &TestReport) {
@@ -524,119 +563,4 @@ fn default_repo() -> anyhow::Result<PathBuf> {
 
 fn default_tasks() -> anyhow::Result<PathBuf> {
     bundled("examples/tasks/sample.jsonl", "pass --tasks FILE")
-}
-
-fn bench_sandbox(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
-    if args.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    let repo = match &args.repo {
-        Some(repo) => repo.clone(),
-        None => default_repo()?,
-    };
-    let sandbox = open_sandbox(args.image.options()?, false)?;
-    let prepared = sandbox.prepare_repo(&repo, &|msg| eprintln!("  {msg}"))?;
-    // Native runs use their own copy too, so neither side writes into the user's repository.
-    let native_dir = tempfile_dir()?;
-    frognano_sandbox::workspace::copy_repo(&repo, native_dir.path())?;
-    let native_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider"];
-    let run_native = || -> anyhow::Result<(f64, bool)> {
-        let started = Instant::now();
-        let output = Command::new(&args.python)
-            .args(native_args)
-            .args(&prepared.config.test.args)
-            .current_dir(native_dir.path())
-            // Native at its best: let CPython keep its bytecode cache between runs, as the
-            // sandbox keeps its own.
-            .env_remove("PYTHONDONTWRITEBYTECODE")
-            .output()
-            .with_context(|| format!("run {} -m pytest", args.python))?;
-        Ok((started.elapsed().as_secs_f64(), output.status.success()))
-    };
-    let run_sandbox = || -> anyhow::Result<(f64, TestReport)> {
-        let started = Instant::now();
-        let report = sandbox.run_tests_prepared(&prepared, &TestRequest::default())?;
-        Ok((started.elapsed().as_secs_f64(), report))
-    };
-    let (_, native_ok) = run_native()?;
-    if !native_ok {
-        bail!(
-            "the native run failed: is pytest installed for {}?",
-            args.python
-        );
-    }
-    let (_, report) = run_sandbox()?;
-    println!(
-        "repository: {} ({} tests; image {}, snapshot {})",
-        repo.display(),
-        report.tests.len(),
-        sandbox.image(),
-        if sandbox.uses_snapshot() { "on" } else { "off" }
-    );
-    let bar = ProgressBar::new(args.runs as u64 * 2);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let mut native = Vec::with_capacity(args.runs);
-    let mut sandboxed = Vec::with_capacity(args.runs);
-    for _ in 0..args.runs {
-        native.push(run_native()?.0);
-        bar.inc(1);
-        let (seconds, report) = run_sandbox()?;
-        if report.outcome != RunOutcome::Passed {
-            bar.finish_and_clear();
-            bail!(
-                "the sandboxed run did not pass: {:?} {:?}",
-                report.outcome,
-                report.detail
-            );
-        }
-        sandboxed.push(seconds);
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    let native_median = median(&mut native);
-    let sandbox_median = median(&mut sandboxed);
-    println!(
-        "{:<28} {:>10} {:>10} {:>10}",
-        "", "median s", "min s", "max s"
-    );
-    println!(
-        "{:<28} {:>10.3} {:>10.3} {:>10.3}",
-        format!("native {}", args.python),
-        native_median,
-        native[0],
-        native[native.len() - 1]
-    );
-    println!(
-        "{:<28} {:>10.3} {:>10.3} {:>10.3}",
-        format!("sandbox {}", sandbox.image()),
-        sandbox_median,
-        sandboxed[0],
-        sandboxed[sandboxed.len() - 1]
-    );
-    println!(
-        "ratio sandbox/native: {:.2}",
-        sandbox_median / native_median
-    );
-    // Throughput with every worker busy: the same suite many times through the batched API.
-    let batch = sandbox.workers() * 3;
-    let jobs: Vec<_> = (0..batch)
-        .map(|_| (repo.clone(), TestRequest::default()))
-        .collect();
-    let started = Instant::now();
-    let reports = sandbox.run_tests_many(&jobs);
-    let elapsed = started.elapsed().as_secs_f64();
-    let passed = reports
-        .iter()
-        .filter(|r| r.as_ref().is_ok_and(|r| r.outcome == RunOutcome::Passed))
-        .count();
-    println!(
-        "parallel: {batch} runs on {} workers in {elapsed:.2} s = {:.1} runs/s ({:.2}x the serial rate; {passed}/{batch} passed)",
-        sandbox.workers(),
-        batch as f64 / elapsed,
-        (batch as f64 / elapsed) * sandbox_median
-    );
-    Ok(ExitCode::SUCCESS)
 }

@@ -21,8 +21,8 @@ mod traits;
 pub use difficulty::Difficulty;
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use report::{
-    Coverage, FailingTest, FileLines, RunOutcome, SourceLocation, TestOutcome, TestRecord,
-    TestReport, TestRunObservation,
+    Coverage, FailingTest, FileLines, RunOutcome, RunProfile, SourceLocation, TestOutcome,
+    TestRecord, TestReport, TestRunObservation,
 };
 pub use task::{
     Action, EpisodeOutcome, Limits, Observation, PolicyContext, PolicyOutput, RepoSource,

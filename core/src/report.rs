@@ -146,6 +146,66 @@ pub struct TestReport {
     /// coverage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
+    /// Where the run's wall-clock time went, phase by phase (sandboxed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<RunProfile>,
+}
+
+/// Where one sandboxed run's wall-clock time went. Host phases are measured by the host, guest
+/// phases by the guest's clock around pytest's own hooks; for a run split over several
+/// instances, the phases are those of the instance that finished last and `shards` says how
+/// many ran.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunProfile {
+    /// Host: copying the repository into the run's workspace and overlaying its bytecode.
+    pub workspace_s: f64,
+    /// Host: making the interpreter instance (from its snapshot, where the image has one) and
+    /// handing it the run's program.
+    pub instantiate_s: f64,
+    /// Guest: from the run's prelude to the start of pytest's session (argument parsing,
+    /// plugins, initial conftests).
+    pub startup_s: f64,
+    /// Guest: collecting the tests (importing the test modules and their imports).
+    pub collection_s: f64,
+    /// Guest: inside the tests, as pytest times them (setup, call and teardown of each).
+    pub tests_s: f64,
+    /// Guest: pytest's run loop outside any test (reporting, capture, hooks, FrogNano's
+    /// results plugin): the per-test overhead.
+    pub per_test_overhead_s: f64,
+    /// Guest: the end of the session (summary, results written).
+    pub finish_s: f64,
+    /// Host: everything else (reading results, interpreter teardown, cleanup; for a sharded
+    /// run, waiting for the other instances and merging).
+    pub host_other_s: f64,
+    /// Tests that ran.
+    pub tests: usize,
+    /// Sandbox instances the run was split over (1 when it was not).
+    pub shards: usize,
+}
+
+impl RunProfile {
+    /// Seconds of the per-test overhead per test (0 when no test ran).
+    pub fn overhead_per_test_s(&self) -> f64 {
+        if self.tests == 0 {
+            0.0
+        } else {
+            self.per_test_overhead_s / self.tests as f64
+        }
+    }
+
+    /// The phases as `(name, seconds)`, in the order they happen.
+    pub fn phases(&self) -> [(&'static str, f64); 8] {
+        [
+            ("workspace", self.workspace_s),
+            ("instantiate", self.instantiate_s),
+            ("startup", self.startup_s),
+            ("collection", self.collection_s),
+            ("tests", self.tests_s),
+            ("per-test overhead", self.per_test_overhead_s),
+            ("finish", self.finish_s),
+            ("host other", self.host_other_s),
+        ]
+    }
 }
 
 /// Executed lines of a workspace's files, by relative path: `path -> sorted 1-based lines`.
@@ -184,6 +244,7 @@ impl TestReport {
             stdout: String::new(),
             coverage: None,
             stderr: String::new(),
+            profile: None,
         };
         for test in &report.tests {
             match test.outcome {

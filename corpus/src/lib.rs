@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 pub use build::{BuildEvent, BuildOptions, BuildSummary, Corpus, SPECS_FILE};
 pub use error::{CorpusError, Result};
 pub use export::{CARD_FILE, DATASET_FILE, ExportSummary, export};
-pub use fetch::registry_sdist;
+pub use fetch::{materialise, registry_sdist};
 pub use manifest::{
     ExcludedTest, Failure, FailureKind, MANIFEST_FORMAT, Manifest, Status, SynthesisSummary,
     TestCounts,

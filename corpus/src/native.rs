@@ -2,7 +2,6 @@
 //! requirement layer, arguments and plugin, compared test by test with the sandbox's run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -83,30 +82,8 @@ pub fn compare_native(
         },
     )?;
     comparison.seconds.0 = started.elapsed().as_secs_f64();
-    let mut args: Vec<String> = prepared.config.test.args.clone();
-    args.extend(
-        prepared
-            .config
-            .test
-            .ignore
-            .iter()
-            .map(|i| format!("--ignore={i}")),
-    );
-    args.extend(
-        prepared
-            .config
-            .test
-            .deselect
-            .iter()
-            .map(|d| format!("--deselect={d}")),
-    );
-    let mut paths: Vec<PathBuf> = prepared
-        .config
-        .import_roots
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-    paths.extend(prepared.deps_layer.clone());
+    let args = prepared.pytest_args();
+    let paths = prepared.native_python_path();
     let started = Instant::now();
     let native =
         match frognano_sandbox::native::native_outcomes(&repo, &paths, &args, python, timeout_s) {

@@ -24,6 +24,8 @@ mod error;
 pub mod image;
 pub mod layers;
 pub mod native;
+pub mod probe;
+mod profile;
 pub mod requirements;
 mod sandbox;
 #[cfg(feature = "testing")]
@@ -38,8 +40,8 @@ pub use requirements::{
     UnresolvedModule,
 };
 pub use sandbox::{
-    CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, PreparedRepo, Sandbox,
-    SandboxOptions, TestRequest, grading_args,
+    CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, MAX_SHARDS,
+    PreparedRepo, Sandbox, SandboxOptions, TestRequest, grading_args,
 };
 
 /// Prepares every asset for the given image (fetch, verify, compile, snapshot) and reports

@@ -6,9 +6,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use frognano_core::TestOutcome;
+use frognano_core::{RunProfile, TestOutcome};
 
+use crate::profile::GuestMarks;
 use crate::{layers, workspace};
+
+/// A native run's results: per-test outcomes, its wall-clock time (the whole process) and
+/// where that time went.
+#[derive(Debug, Clone)]
+pub struct NativeRun {
+    /// Node id -> outcome.
+    pub outcomes: BTreeMap<String, TestOutcome>,
+    /// Wall-clock seconds of the whole `python -m pytest` process.
+    pub seconds: f64,
+    /// The phases of the run, as for a sandboxed one; `startup_s` is everything before
+    /// collection (interpreter start, pytest's import, plugins, conftests).
+    pub profile: RunProfile,
+}
 
 /// Runs pytest natively with `python` on a copy of `repo` (never modified), with FrogNano's
 /// plugin recording per-test outcomes: node id -> outcome. `extra_paths` go first on
@@ -22,6 +36,17 @@ pub fn native_outcomes(
     python: &str,
     timeout_s: f64,
 ) -> std::result::Result<BTreeMap<String, TestOutcome>, String> {
+    native_run(repo, extra_paths, args, python, timeout_s).map(|run| run.outcomes)
+}
+
+/// [`native_outcomes`], with the run's time and profile.
+pub fn native_run(
+    repo: &Path,
+    extra_paths: &[PathBuf],
+    args: &[String],
+    python: &str,
+    timeout_s: f64,
+) -> std::result::Result<NativeRun, String> {
     let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
     let work = tempfile::tempdir().map_err(|e| io("create a workspace", e))?;
     workspace::copy_repo(repo, work.path()).map_err(|e| e.to_string())?;
@@ -41,6 +66,7 @@ pub fn native_outcomes(
         }
     }));
     let joined = std::env::join_paths(python_path).map_err(|e| e.to_string())?;
+    let started = Instant::now();
     let mut child = Command::new(python)
         .args([
             "-m",
@@ -74,14 +100,25 @@ pub fn native_outcomes(
             Err(e) => return Err(io("wait for pytest", e)),
         }
     }
+    let seconds = started.elapsed().as_secs_f64();
     let text = std::fs::read_to_string(&results).map_err(|_| {
         format!("native pytest wrote no results (is pytest installed for {python}, and does the package support its version?)")
     })?;
     let mut outcomes = BTreeMap::new();
+    let mut marks = None;
+    let mut tests_s = 0.0;
     for line in text.lines() {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
+        if let Some(profile) = value.get("profile") {
+            marks = serde_json::from_value::<GuestMarks>(profile.clone()).ok();
+            continue;
+        }
+        tests_s += value
+            .get("duration_s")
+            .and_then(|d| d.as_f64())
+            .unwrap_or(0.0);
         if let (Some(id), Some(outcome)) = (
             value.get("id").and_then(|i| i.as_str()),
             value.get("outcome"),
@@ -90,5 +127,21 @@ pub fn native_outcomes(
             outcomes.insert(id.to_string(), outcome);
         }
     }
-    Ok(outcomes)
+    let mut profile = RunProfile {
+        tests: outcomes.len(),
+        shards: 1,
+        ..RunProfile::default()
+    };
+    if let Some(marks) = marks {
+        marks.fill(&mut profile, tests_s);
+    }
+    // The plugin starts its clock when pytest configures it: what came before (interpreter
+    // start, pytest's import) is start-up too.
+    let measured: f64 = profile.phases().iter().map(|(_, s)| s).sum::<f64>() - profile.startup_s;
+    profile.startup_s = (seconds - measured).max(0.0);
+    Ok(NativeRun {
+        outcomes,
+        seconds,
+        profile,
+    })
 }

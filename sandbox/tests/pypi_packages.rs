@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use std::collections::BTreeMap;
 
 use frognano_core::{RunOutcome, TestOutcome};
@@ -85,14 +83,8 @@ fn matches_native_pytest(name: &str) {
         let prepared = common::sandbox()
             .prepare_repo(&repo, &|_| {})
             .expect("prepare");
-        let mut paths: Vec<PathBuf> = prepared
-            .config
-            .import_roots
-            .iter()
-            .map(PathBuf::from)
-            .collect();
-        paths.extend(prepared.deps_layer.clone());
-        let native = common::native_outcomes(&repo, &paths, &prepared.config.test.args);
+        let paths = prepared.native_python_path();
+        let native = common::native_outcomes(&repo, &paths, &prepared.pytest_args());
         assert_eq!(
             native.len(),
             sandboxed.len(),
@@ -117,8 +109,28 @@ fn matches_native_pytest(name: &str) {
                 package.name
             );
         }
+        // The same suite split over two instances: the same tests, outcomes and order.
+        let sharded = common::sandbox()
+            .run_tests(
+                &repo,
+                &TestRequest {
+                    shards: 2,
+                    ..TestRequest::default()
+                },
+            )
+            .expect("sharded run");
+        let order = |r: &frognano_core::TestReport| -> Vec<(String, TestOutcome)> {
+            r.tests.iter().map(|t| (t.id.clone(), t.outcome)).collect()
+        };
+        assert_eq!(
+            order(&sharded),
+            order(&report),
+            "{}: sharded run differs",
+            package.name
+        );
+        assert_eq!(sharded.outcome, report.outcome);
         eprintln!(
-            "{}: {} tests, identical outcomes to native pytest",
+            "{}: {} tests, identical outcomes to native pytest and when sharded",
             package.name,
             report.tests.len()
         );

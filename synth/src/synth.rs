@@ -850,7 +850,7 @@ impl Synthesizer {
             pytest_args: args.to_vec(),
             limits: Some(self.limits()),
             cancel: self.cancel.clone(),
-            coverage: false,
+            ..TestRequest::default()
         };
         let report = self
             .sandbox

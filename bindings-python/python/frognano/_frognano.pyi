@@ -82,6 +82,9 @@ class TestReport:
     def stderr(self) -> str: ...
     @property
     def tests(self) -> List[TestResult]: ...
+    @property
+    def profile(self) -> Optional[Dict[str, Any]]:
+        """Where the run's time went, phase by phase (seconds), or None."""
     def to_json(self) -> str: ...
     def to_dict(self) -> Dict[str, Any]: ...
 
@@ -111,6 +114,7 @@ class Sandbox:
         timeout: Optional[float] = None,
         memory_mb: Optional[int] = None,
         output_bytes: Optional[int] = None,
+        shards: int = 1,
     ) -> TestReport: ...
     def run_tests_many(
         self,

@@ -1,7 +1,12 @@
 """FrogNano's pytest plugin: one JSON line per finished test, written as it finishes.
 
 Results go to a file rather than stdout so that a run cut short by a limit still reports
-every test that completed before it.
+every test that completed before it. The last line profiles the session: the guest's clock at
+the start of the run, of pytest's session, at the end of collection and around the run loop.
+
+A run that is one shard of a suite split over several sandbox instances (`configure(...,
+shard=(index, count))`) keeps every `count`-th collected test from `index` on and writes each
+test's position in the whole collection, so that the host can merge the shards in order.
 
 A failed or errored test whose exception shows a feature WebAssembly (WASI) lacks gets a
 `"platform"` key naming the missing feature (see `_platform_label`). Where the interpreter
@@ -14,12 +19,17 @@ import json
 import os
 import re
 import sys
+import time
 
 import pytest
 
 _out = None
 _pending = {}
 _collect_platform = {}
+_clock = time.perf_counter
+_marks = {}
+_shard = None
+_positions = {}
 _MESSAGE_LINES = 25
 _MESSAGE_CHARS = 2000
 
@@ -173,10 +183,16 @@ def _unregister_capture_fixtures_that_fail_to_start():
     CaptureFixture._start = _start
 
 
-def configure(path, coverage_root=None):
-    global _out
+def configure(path, coverage_root=None, shard=None, started=None):
+    """Start writing results to `path`. `shard` is (index, count) for one shard of a split
+    suite; `started` is the guest clock at the start of the run (now if not given)."""
+    global _out, _shard
     _pending.clear()
     _collect_platform.clear()
+    _positions.clear()
+    _marks.clear()
+    _marks["start"] = _clock() if started is None else started
+    _shard = tuple(shard) if shard else None
     _out = open(path, "a", encoding="utf-8")
     if coverage_root:
         _Coverage.start(coverage_root)
@@ -317,7 +333,45 @@ def pytest_runtest_logreport(report):
             record["message"] = state["message"]
         if state["platform"] and record["outcome"] in ("failed", "error"):
             record["platform"] = state["platform"]
+        position = _positions.get(report.nodeid)
+        if position is not None:
+            record["position"] = position
         _write(record)
+
+
+def pytest_sessionstart(session):
+    _marks["session"] = _clock()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """One shard of a split suite: keep every `count`-th test from `index` on (dealt like
+    cards, so that slow modules spread over the shards), after every other selection."""
+    if _shard is None:
+        return
+    index, count = _shard
+    kept = []
+    deselected = []
+    for position, item in enumerate(items):
+        if position % count == index:
+            kept.append(item)
+            _positions[item.nodeid] = position
+        else:
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+    items[:] = kept
+
+
+def pytest_collection_finish(session):
+    _marks["collected"] = _clock()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session):
+    _marks["loop_start"] = _clock()
+    yield
+    _marks["loop_end"] = _clock()
 
 
 # Platform gaps: which feature WebAssembly (WASI) lacks, told from a failure's exception.
@@ -545,7 +599,8 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def pytest_collectreport(report):
-    if report.failed:
+    # Every shard collects the whole suite: the first one alone reports collection errors.
+    if report.failed and (_shard is None or _shard[0] == 0):
         nodeid = report.nodeid or "<collection>"
         record = {"id": nodeid, "outcome": "error", "duration_s": 0.0, "message": _message(report)}
         label = _collect_platform.pop(nodeid, None)
@@ -561,6 +616,8 @@ def finish(exit_code):
         _Coverage.active = None
     if _out is not None:
         _write({"exit_code": int(exit_code)})
+        _marks["finish"] = _clock()
+        _write({"profile": _marks})
         _out.close()
         _out = None
 

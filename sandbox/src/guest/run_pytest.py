@@ -1,6 +1,9 @@
 # FrogNano per-run prelude: runs pytest on /work with the run's configuration.
 # `__FROGNANO_CONFIG__` is replaced by a JSON string literal by the host.
 def _frognano_run(config):
+    import time
+
+    started = time.perf_counter()
     import importlib
     import json
     import os
@@ -22,7 +25,7 @@ def _frognano_run(config):
     args = list(config["args"]) + _unloadable_plugins(os.environ)
     sys.argv = ["pytest"] + args
     plugin = importlib.import_module(config["plugin"])
-    plugin.configure(config["results"], config.get("coverage"))
+    plugin.configure(config["results"], config.get("coverage"), config.get("shard"), started)
     code = 3
     try:
         import pytest

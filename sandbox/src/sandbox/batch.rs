@@ -45,7 +45,7 @@ impl Sandbox {
                             break;
                         };
                         let Some(ready) = &prepared[i] else { continue };
-                        let result = self.runtime.block_on(self.run_prepared(ready, request));
+                        let result = self.run_tests_prepared(ready, request);
                         if let Ok(mut slot) = results[i].lock() {
                             *slot = Some(result);
                         }

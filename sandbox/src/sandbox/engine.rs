@@ -17,7 +17,7 @@ use crate::error::{Result, SandboxError};
 const MAX_WASM_STACK: usize = 8 << 20;
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-pub(super) fn engine_config() -> Config {
+pub(crate) fn engine_config() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.max_wasm_stack(MAX_WASM_STACK);

@@ -32,6 +32,8 @@ pub struct GuestRun {
     pub stderr: String,
     /// Wall-clock duration.
     pub duration: Duration,
+    /// Of which: making the instance and handing it the program.
+    pub instantiate: Duration,
 }
 
 /// Host directories mounted into one guest, always in the same order (the snapshot records
@@ -63,6 +65,8 @@ pub(super) enum Program<'a> {
 pub(super) struct RunState {
     pub(super) wasi: WasiP1Ctx,
     pub(super) memory: MemoryCap,
+    /// How long instantiation took (set once the program starts).
+    pub(super) instantiate: Duration,
 }
 
 /// A memory limiter that remembers whether it refused a growth.
@@ -116,6 +120,7 @@ impl Sandbox {
                     limit: memory_limit,
                     refused: false,
                 },
+                instantiate: Duration::ZERO,
             },
         );
         store.limiter(|state| &mut state.memory);
@@ -151,6 +156,7 @@ impl Sandbox {
         };
         let duration = started.elapsed();
         let memory_refused = store.data().memory.refused;
+        let instantiate = store.data().instantiate;
         drop(store);
         let stdout_bytes = stdout.contents();
         let stderr_bytes = stderr.contents();
@@ -163,6 +169,7 @@ impl Sandbox {
             stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
             stderr: String::from_utf8_lossy(&stderr_bytes).into_owned(),
             duration,
+            instantiate,
         };
         match outcome {
             None => {
@@ -275,7 +282,9 @@ async fn call_program(
     store: &mut Store<RunState>,
     program: &Program<'_>,
 ) -> wasmtime::Result<i32> {
+    let started = Instant::now();
     let instance = pre.instantiate_async(&mut *store).await?;
+    store.data_mut().instantiate = started.elapsed();
     match program {
         Program::Command(_) => {
             let start = instance.get_typed_func::<(), ()>(&mut *store, "_start")?;

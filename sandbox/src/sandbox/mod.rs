@@ -5,7 +5,8 @@
 //! `options` holds what a caller chooses; `guest` is one guest run (mounts, WASI context,
 //! memory, time, disk and output limits, cancellation); `python` runs plain Python source,
 //! `prepare` readies a repository (requirements layer, bytecode cache), `pytest` runs its
-//! test suite, `batch` many suites at once, and `report` turns a run into a test report.
+//! test suite, `shard` splits one suite over several instances, `batch` runs many suites at
+//! once, and `report` turns a run into a test report with its time profile.
 
 mod batch;
 mod engine;
@@ -15,6 +16,7 @@ mod prepare;
 mod pytest;
 mod python;
 mod report;
+mod shard;
 mod snapshot;
 
 use std::fs;
@@ -23,16 +25,15 @@ use std::path::PathBuf;
 use wasmtime::{Engine, InstancePre};
 
 pub use guest::GuestRun;
-pub use options::{CancelFlag, SandboxOptions, TestRequest, grading_args};
+pub use options::{CancelFlag, MAX_SHARDS, SandboxOptions, TestRequest, grading_args};
 pub use prepare::PreparedRepo;
 
 use crate::assets::Progress;
 use crate::error::{Result, SandboxError};
 use crate::image::{self, ImageFiles, ImageKind};
 use crate::layers;
-use engine::{
-    engine_config, engine_key, load_or_compile, make_linker, start_epoch_ticker, wasmtime_version,
-};
+pub(crate) use engine::engine_config;
+use engine::{engine_key, load_or_compile, make_linker, start_epoch_ticker, wasmtime_version};
 use guest::{LayerAccess, RunState};
 use snapshot::load_or_build_snapshot;
 

@@ -44,7 +44,17 @@ pub struct TestRequest {
     /// Record which lines of the workspace's files each test executes
     /// ([`frognano_core::TestReport::coverage`]); costs one callback per executed line per test.
     pub coverage: bool,
+    /// Split the selected tests over this many sandbox instances run at once (0 or 1: one
+    /// instance, at most [`MAX_SHARDS`]). Each instance starts from the snapshot, collects the
+    /// suite and runs every `shards`-th test; the per-test results are merged in collection
+    /// order and a limit one instance hits is the run's outcome, as it would be unsharded.
+    /// It shortens a single run on an idle machine; when many runs already share the cores
+    /// (an `EnvPool`, batched calls) it only adds collection work.
+    pub shards: usize,
 }
+
+/// Most sandbox instances one run may be split over.
+pub const MAX_SHARDS: usize = 64;
 
 /// A flag that cancels the runs it was given to.
 pub type CancelFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;

@@ -45,6 +45,27 @@ pub struct PreparedRepo {
     pub requirements_report: RequirementsReport,
 }
 
+impl PreparedRepo {
+    /// The repository's own pytest arguments: `[test] args`, then its ignored paths and
+    /// deselected tests. Sandboxed runs put them after FrogNano's base options; a native run
+    /// of the same suite takes them as they are.
+    pub fn pytest_args(&self) -> Vec<String> {
+        let test = &self.config.test;
+        let mut args = test.args.clone();
+        args.extend(test.ignore.iter().map(|i| format!("--ignore={i}")));
+        args.extend(test.deselect.iter().map(|d| format!("--deselect={d}")));
+        args
+    }
+
+    /// What a native run of the suite puts on `PYTHONPATH`: the import roots (relative to
+    /// the repository) and the requirements layer (absolute).
+    pub fn native_python_path(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = self.config.import_roots.iter().map(PathBuf::from).collect();
+        paths.extend(self.deps_layer.clone());
+        paths
+    }
+}
+
 /// The cached outcome of the resolution loop for one repository version.
 #[derive(Debug, Serialize, Deserialize)]
 struct Resolved {

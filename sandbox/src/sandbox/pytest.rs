@@ -2,11 +2,13 @@
 
 use std::fs;
 use std::path::Path;
+use std::time::Instant;
 
-use frognano_core::TestReport;
+use frognano_core::{RunProfile, TestReport};
 
 use super::guest::{Mounts, Program};
 use super::report::{build_report, read_results};
+use super::shard::{Shard, ShardRun};
 use super::{
     DEVNULL_FILE, GUEST_DEPS, GUEST_TMP, GUEST_WORK, PreparedRepo, RESULTS_FILE, Sandbox,
     TestRequest, python_string_literal,
@@ -26,50 +28,86 @@ impl Sandbox {
 
     /// Runs a prepared repository's test suite on a fresh copy of it (see
     /// [`Sandbox::prepare_repo`]); the user's directory is not modified.
+    ///
+    /// With [`TestRequest::shards`] above 1 the selected tests are split over that many
+    /// sandbox instances run at once, and their results merged in collection order.
     pub fn run_tests_prepared(
         &self,
         prepared: &PreparedRepo,
         request: &TestRequest,
     ) -> Result<TestReport> {
-        self.runtime.block_on(self.run_prepared(prepared, request))
+        if request.shards > 1 {
+            return self.run_sharded(prepared, None, request);
+        }
+        self.runtime
+            .block_on(self.run_prepared(prepared, request, None))
+            .map(|run| run.report)
     }
 
     /// Runs the tests of an existing workspace in place (for environments that manage their
-    /// own copy). The workspace is modified by the guest exactly as a test run would.
+    /// own copy). The workspace is modified by the guest exactly as a test run would. A
+    /// sharded request runs its first shard in `workspace` and the others in copies of it.
     pub fn run_tests_in_workspace(
         &self,
         prepared: &PreparedRepo,
         workspace: &Path,
         request: &TestRequest,
     ) -> Result<TestReport> {
+        if request.shards > 1 {
+            return self.run_sharded(prepared, Some(workspace), request);
+        }
         self.runtime
-            .block_on(self.run_in_workspace(prepared, workspace, request))
+            .block_on(self.run_in_workspace(prepared, workspace, request, None, Instant::now()))
+            .map(|run| run.report)
     }
 
+    /// One run (or one shard of a run) on a fresh copy of the prepared repository.
     pub(super) async fn run_prepared(
         &self,
         prepared: &PreparedRepo,
         request: &TestRequest,
-    ) -> Result<TestReport> {
+        shard: Option<Shard>,
+    ) -> Result<ShardRun> {
+        let started = Instant::now();
         let work = tempfile::Builder::new()
             .prefix("frognano-work-")
             .tempdir()
             .map_err(SandboxError::io("create workspace"))?;
         workspace::copy_repo(&prepared.config.root, work.path())?;
-        self.run_in_workspace(prepared, work.path(), request).await
+        let mut run = self
+            .run_in_workspace(prepared, work.path(), request, shard, started)
+            .await?;
+        let removing = Instant::now();
+        drop(work);
+        if let Some(profile) = &mut run.report.profile {
+            profile.host_other_s += removing.elapsed().as_secs_f64();
+        }
+        Ok(run)
     }
 
-    async fn run_in_workspace(
+    /// One run (or one shard of a run) in `work`; `started` is when the run began (before
+    /// the workspace was made), for the profile.
+    pub(super) async fn run_in_workspace(
         &self,
         prepared: &PreparedRepo,
         work: &Path,
         request: &TestRequest,
-    ) -> Result<TestReport> {
+        shard: Option<Shard>,
+        started: Instant,
+    ) -> Result<ShardRun> {
         let config = &prepared.config;
         let limits = request.limits.unwrap_or_else(|| config.limits());
         limits
             .validate()
             .map_err(|e| SandboxError::InvalidOption(e.to_string()))?;
+        if let Some(shard) = shard
+            && (shard.count == 0 || shard.index >= shard.count)
+        {
+            return Err(SandboxError::InvalidOption(format!(
+                "shard {} of {} does not exist",
+                shard.index, shard.count
+            )));
+        }
         if let Some(cache) = &prepared.bytecode {
             // Best effort: without it the guest compiles the modules itself.
             let _ = bytecode::overlay(cache, work);
@@ -107,13 +145,7 @@ impl Sandbox {
             sys_path.push(format!("{GUEST_TMP}/.frognano-site"));
         }
         let mut args = base_pytest_args();
-        args.extend(config.test.args.iter().cloned());
-        for ignore in &config.test.ignore {
-            args.push(format!("--ignore={ignore}"));
-        }
-        for deselect in &config.test.deselect {
-            args.push(format!("--deselect={deselect}"));
-        }
+        args.extend(prepared.pytest_args());
         args.extend(request.pytest_args.iter().cloned());
         let mut env = serde_json::json!({"HOME": GUEST_TMP, "TMPDIR": GUEST_TMP, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"});
         if prepared.deps_layer.is_none() {
@@ -130,6 +162,7 @@ impl Sandbox {
             "plugin": layers::PLUGIN_MODULE,
             "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
             "coverage": request.coverage.then_some(GUEST_WORK),
+            "shard": shard.map(|s| [s.index, s.count]),
         });
         let source = RUN_PYTEST.replace(
             "__FROGNANO_CONFIG__",
@@ -153,13 +186,34 @@ impl Sandbox {
             argv.extend(args.iter().cloned());
             Program::Command(argv)
         };
+        let workspace_s = started.elapsed().as_secs_f64();
         let run = self
             .run_guest(&mounts, &program, &limits, request.cancel.as_ref())
             .await?;
-        let (records, exit_code, coverage) = read_results(tmp.path())?;
-        let mut report = build_report(records, exit_code, run);
-        report.coverage = coverage;
-        Ok(report)
+        let results = read_results(tmp.path())?;
+        drop(tmp);
+        let mut profile = RunProfile {
+            workspace_s,
+            instantiate_s: run.instantiate.as_secs_f64(),
+            tests: results.records.len(),
+            shards: shard.map_or(1, |s| s.count),
+            ..RunProfile::default()
+        };
+        if let Some(marks) = &results.marks {
+            marks.fill(
+                &mut profile,
+                results.records.iter().map(|r| r.duration_s).sum(),
+            );
+        }
+        let mut report = build_report(results.records, results.exit_code, run);
+        report.coverage = results.coverage;
+        let accounted: f64 = profile.phases().iter().map(|(_, s)| s).sum();
+        profile.host_other_s = (started.elapsed().as_secs_f64() - accounted).max(0.0);
+        report.profile = Some(profile);
+        Ok(ShardRun {
+            report,
+            positions: results.positions,
+        })
     }
 }
 

@@ -8,9 +8,22 @@ use frognano_core::{Coverage, FileLines, RunOutcome, TestOutcome, TestRecord, Te
 use super::guest::GuestRun;
 use super::{GUEST_WORK, RESULTS_FILE};
 use crate::error::{Result, SandboxError};
+use crate::profile::GuestMarks;
 
-/// The plugin's results: per-test records, pytest's exit status and coverage, if recorded.
-pub(super) type RunResults = (Vec<TestRecord>, Option<i32>, Option<Coverage>);
+/// The plugin's results.
+#[derive(Debug, Default)]
+pub(super) struct RunResults {
+    /// Per-test records, in the order they were written.
+    pub(super) records: Vec<TestRecord>,
+    /// Each record's position in the whole collection (written by shards of a split suite).
+    pub(super) positions: Vec<Option<usize>>,
+    /// pytest's exit status, when the session finished.
+    pub(super) exit_code: Option<i32>,
+    /// Per-test coverage, if recorded.
+    pub(super) coverage: Option<Coverage>,
+    /// The guest's clock at the session's milestones, if the session finished.
+    pub(super) marks: Option<GuestMarks>,
+}
 
 /// Reads the plugin's JSONL results; a partial last line (a run cut short) is ignored.
 pub(super) fn read_results(tmp: &Path) -> Result<RunResults> {
@@ -20,36 +33,46 @@ pub(super) fn read_results(tmp: &Path) -> Result<RunResults> {
         .map_err(SandboxError::io("open run directory"))?;
     let text = match dir.read_to_string(RESULTS_FILE) {
         Ok(text) => text,
-        Err(_) => return Ok((Vec::new(), None, None)),
+        Err(_) => return Ok(RunResults::default()),
     };
-    let mut records = Vec::new();
-    let mut exit_code = None;
-    let mut coverage: Option<Coverage> = None;
+    let mut results = RunResults::default();
     for line in text.lines() {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
         if let Some(code) = value.get("exit_code").and_then(|c| c.as_i64()) {
-            exit_code = i32::try_from(code).ok();
+            results.exit_code = i32::try_from(code).ok();
+        } else if let Some(marks) = value.get("profile") {
+            results.marks = serde_json::from_value(marks.clone()).ok();
         } else if let Some(why) = value.get("coverage_unavailable").and_then(|w| w.as_str()) {
-            coverage.get_or_insert_with(Coverage::default).unavailable = Some(why.to_string());
+            results
+                .coverage
+                .get_or_insert_with(Coverage::default)
+                .unavailable = Some(why.to_string());
         } else if let Some(test) = value.get("coverage") {
             let files: FileLines = value
                 .get("files")
                 .and_then(|f| serde_json::from_value(f.clone()).ok())
                 .unwrap_or_default();
-            let coverage = coverage.get_or_insert_with(Coverage::default);
+            let coverage = results.coverage.get_or_insert_with(Coverage::default);
             match test.as_str() {
                 Some(id) => {
                     coverage.tests.insert(id.to_string(), files);
                 }
                 None => coverage.shared = files,
             }
-        } else if let Ok(record) = serde_json::from_value::<TestRecord>(value) {
-            records.push(record);
+        } else {
+            let position = value
+                .get("position")
+                .and_then(|p| p.as_u64())
+                .and_then(|p| usize::try_from(p).ok());
+            if let Ok(record) = serde_json::from_value::<TestRecord>(value) {
+                results.records.push(record);
+                results.positions.push(position);
+            }
         }
     }
-    Ok((records, exit_code, coverage))
+    Ok(results)
 }
 
 /// The report of a finished run: a limit the run hit decides its outcome, else pytest's exit
@@ -281,6 +304,7 @@ mod tests {
             stdout: "out".into(),
             stderr: "err".into(),
             duration: Duration::from_millis(250),
+            instantiate: Duration::ZERO,
         }
     }
 
@@ -300,11 +324,11 @@ mod tests {
             r#"{"id": "t.py::b", "outc"#,
         ];
         std::fs::write(dir.path().join(RESULTS_FILE), lines.join("\n")).expect("write");
-        let (records, exit, coverage) = read_results(dir.path()).expect("read");
-        assert_eq!(records.len(), 1);
-        assert_eq!(records[0].id, "t.py::a");
-        assert_eq!(exit, Some(1));
-        let coverage = coverage.expect("coverage");
+        let results = read_results(dir.path()).expect("read");
+        assert_eq!(results.records.len(), 1);
+        assert_eq!(results.records[0].id, "t.py::a");
+        assert_eq!(results.exit_code, Some(1));
+        let coverage = results.coverage.expect("coverage");
         assert_eq!(coverage.shared["m.py"], vec![1, 2]);
         assert_eq!(coverage.tests["t.py::a"]["m.py"], vec![3]);
     }
@@ -312,8 +336,9 @@ mod tests {
     #[test]
     fn no_results_file_is_an_empty_result() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (records, exit, coverage) = read_results(dir.path()).expect("read");
-        assert!(records.is_empty() && exit.is_none() && coverage.is_none());
+        let results = read_results(dir.path()).expect("read");
+        assert!(results.records.is_empty() && results.exit_code.is_none());
+        assert!(results.coverage.is_none() && results.marks.is_none());
     }
 
     #[test]

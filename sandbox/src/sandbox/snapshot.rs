@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
 use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -147,6 +148,7 @@ async fn build_snapshot(
                 limit: usize::MAX,
                 refused: false,
             },
+            instantiate: Duration::ZERO,
         },
     );
     store.limiter(|state| &mut state.memory);
@@ -174,7 +176,8 @@ async fn build_snapshot(
             tail(&stderr)
         ))
     })?;
-    let (records, exit, _) = read_results(tmp.path())?;
+    let results = read_results(tmp.path())?;
+    let (records, exit) = (results.records, results.exit_code);
     if code != 0 || exit != Some(0) || records.len() != 3 {
         return Err(SandboxError::Runtime(format!(
             "the warm-up pytest session in the snapshot did not pass (turn {code}, pytest {exit:?}, {} results)\n{}\n{}",
