@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 import frognano
 
 
@@ -64,3 +66,16 @@ def test_run_many_keeps_order(sandbox, sample_repo, make_repo):
     failing = make_repo({"test_f.py": "def test_f():\n    assert False\n"})
     reports = sandbox.run_tests_many([sample_repo, failing, sample_repo])
     assert [r.outcome for r in reports] == ["passed", "failed", "passed"]
+
+
+def test_sharded_runs_match_and_reports_carry_a_profile(sandbox, sample_repo):
+    single = sandbox.run_tests(sample_repo)
+    sharded = sandbox.run_tests(sample_repo, shards=2)
+    assert [(t.id, t.outcome) for t in sharded.tests] == [(t.id, t.outcome) for t in single.tests]
+    assert sharded.outcome == single.outcome == "passed"
+    profile = sharded.profile
+    assert profile["shards"] == 2 and profile["tests"] == len(single.tests)
+    assert single.profile["shards"] == 1 and single.profile["collection_s"] > 0
+    assert single.to_dict()["profile"] == single.profile
+    with pytest.raises(frognano.InvalidArgumentError):
+        sandbox.run_tests(sample_repo, shards=0)

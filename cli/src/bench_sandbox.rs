@@ -5,16 +5,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use frognano_core::{RunOutcome, RunProfile, TestOutcome, TestReport};
+use frognano_sandbox::native::{NativeRun, NativeSuite};
 use frognano_sandbox::{PreparedRepo, Sandbox, TestRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{ImageArgs, bundled, default_repo, median, open_sandbox, tempfile_dir};
+use crate::{ImageArgs, bundled, default_repo, median, open_sandbox};
 
 #[derive(Args, Debug)]
 pub struct BenchSandboxArgs {
@@ -24,8 +25,9 @@ pub struct BenchSandboxArgs {
     /// Benchmark real registry packages instead: a list of pinned specs (`NAME==VERSION
     /// --hash=sha256:HEX`), by default the bundled corpus/bench/packages.txt. Their sdists are
     /// fetched once, verified and cached.
-    #[arg(long, value_name = "LIST", num_args = 0..=1, default_missing_value = "")]
-    packages: Option<PathBuf>,
+    #[arg(long, value_name = "LIST")]
+    #[allow(clippy::option_option)]
+    packages: Option<Option<PathBuf>>,
     /// Measure the engine settings instead: the CPython 3.12 image compiled with the
     /// sandbox's wasmtime configuration and with variants of it (no epoch interruption,
     /// forced bounds checks, other Cranelift levels), the same workload timed under each.
@@ -56,7 +58,7 @@ pub fn bench(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
         return bench_engine(args);
     }
     match &args.packages {
-        Some(list) => bench_packages(args, list),
+        Some(list) => bench_packages(args, list.as_deref()),
         None => bench_repo(args),
     }
 }
@@ -89,6 +91,27 @@ fn bench_engine(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
             format!("{:.1}", probe.compile_s),
         ]);
     }
+    // The same workload natively, for scale.
+    let mut native = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        let status = std::process::Command::new(&args.python)
+            .args(["-c", frognano_sandbox::probe::WORKLOAD])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .with_context(|| format!("run {}", args.python))?;
+        if !status.success() {
+            bail!("{} could not run the workload", args.python);
+        }
+        native.push(started.elapsed().as_secs_f64());
+    }
+    let native_median = median(&mut native);
+    table.add_row([
+        format!("native {} (reference)", args.python),
+        format!("{native_median:.3}"),
+        format!("{:.2}x", native_median / baseline),
+        "-".to_string(),
+    ]);
     println!("CPython 3.12 for WASI, the same Python workload, {runs} runs of each, alternating:");
     println!("{table}");
     Ok(ExitCode::SUCCESS)
@@ -103,13 +126,13 @@ fn bench_repo(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
     };
     let sandbox = open_sandbox(args.image.options()?, false)?;
     let prepared = sandbox.prepare_repo(&repo, &|msg| eprintln!("  {msg}"))?;
-    let native = NativeSuite::new(&repo, &prepared, &args.python)?;
+    let native = native_suite(&repo, &prepared, &args.python)?;
     let run_sandbox = || -> anyhow::Result<(f64, TestReport)> {
         let started = Instant::now();
         let report = sandbox.run_tests_prepared(&prepared, &TestRequest::default())?;
         Ok((started.elapsed().as_secs_f64(), report))
     };
-    native.run()?;
+    run_native(&native, "the native run")?;
     let (_, report) = run_sandbox()?;
     println!(
         "repository: {} ({} tests; image {}, snapshot {})",
@@ -126,7 +149,7 @@ fn bench_repo(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
     let mut native_s = Vec::with_capacity(runs);
     let mut sandboxed = Vec::with_capacity(runs);
     for _ in 0..runs {
-        native_s.push(native.run()?);
+        native_s.push(run_native(&native, "the native run")?.seconds);
         bar.inc(1);
         let (seconds, report) = run_sandbox()?;
         if report.outcome != RunOutcome::Passed {
@@ -186,66 +209,27 @@ fn bench_repo(args: &BenchSandboxArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A suite run natively as a user would: `python -m pytest` in its own copy of the repository
-/// (bytecode cache kept between runs, as the sandbox keeps its own), with the repository's
-/// pytest arguments and, on `PYTHONPATH`, its import roots and requirements layer.
-struct NativeSuite<'a> {
-    dir: tempfile::TempDir,
-    python: &'a str,
-    args: Vec<String>,
-    python_path: std::ffi::OsString,
+/// A native suite for timed runs (see [`NativeSuite`]): the repository's pytest arguments and,
+/// on `PYTHONPATH`, its import roots and requirements layer.
+fn native_suite(repo: &Path, prepared: &PreparedRepo, python: &str) -> anyhow::Result<NativeSuite> {
+    NativeSuite::new(
+        repo,
+        &prepared.native_python_path(),
+        &prepared.pytest_args(),
+        python,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", repo.display()))
 }
 
-impl<'a> NativeSuite<'a> {
-    fn new(repo: &Path, prepared: &PreparedRepo, python: &'a str) -> anyhow::Result<Self> {
-        let dir = tempfile_dir()?;
-        frognano_sandbox::workspace::copy_repo(repo, dir.path())?;
-        let paths: Vec<PathBuf> = prepared
-            .native_python_path()
-            .into_iter()
-            .map(|p| {
-                if p.is_absolute() {
-                    p
-                } else {
-                    dir.path().join(p)
-                }
-            })
-            .collect();
-        let python_path = std::env::join_paths(paths).context("join PYTHONPATH")?;
-        Ok(NativeSuite {
-            dir,
-            python,
-            args: prepared.pytest_args(),
-            python_path,
-        })
-    }
-
-    /// One timed run (seconds of the whole process); an error unless pytest ran the suite
-    /// (exit status 0 or 1).
-    fn run(&self) -> anyhow::Result<f64> {
-        let started = Instant::now();
-        let status = Command::new(self.python)
-            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-            .args(&self.args)
-            .current_dir(self.dir.path())
-            .env("PYTHONPATH", &self.python_path)
-            .env("PYTHONHASHSEED", "0")
-            .env_remove("PYTHONDONTWRITEBYTECODE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .with_context(|| format!("run {} -m pytest", self.python))?;
-        let seconds = started.elapsed().as_secs_f64();
-        match status.code() {
-            Some(0 | 1) => Ok(seconds),
-            code => bail!(
-                "the native run ended with status {code:?}: is pytest installed for {}?",
-                self.python
-            ),
-        }
-    }
+/// One timed native run: its results, or why pytest ran no suite.
+fn run_native(suite: &NativeSuite, what: &str) -> anyhow::Result<NativeRun> {
+    suite
+        .run(NATIVE_TIMEOUT_S)
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
+
+/// Longest a native run may take.
+const NATIVE_TIMEOUT_S: f64 = 1800.0;
 
 /// One package's figures.
 struct PackageResult {
@@ -256,20 +240,19 @@ struct PackageResult {
     single_s: f64,
     sharded_s: f64,
     sandbox_profile: Option<RunProfile>,
-    native_profile: RunProfile,
+    native_profile: Option<RunProfile>,
     sharded_differences: usize,
 }
 
 /// Pinned registry packages: native, single-instance and sharded runs, alternating.
-fn bench_packages(args: &BenchSandboxArgs, list: &Path) -> anyhow::Result<ExitCode> {
+fn bench_packages(args: &BenchSandboxArgs, list: Option<&Path>) -> anyhow::Result<ExitCode> {
     let runs = args.runs.unwrap_or(3);
-    let list = if list.as_os_str().is_empty() {
-        bundled(
+    let list = match list {
+        Some(list) => list.to_path_buf(),
+        None => bundled(
             "corpus/bench/packages.txt",
             "pass --packages LIST (pinned specs, one per line)",
-        )?
-    } else {
-        list.to_path_buf()
+        )?,
     };
     let text =
         std::fs::read_to_string(&list).with_context(|| format!("read {}", list.display()))?;
@@ -329,7 +312,7 @@ fn bench_package(
     runs: usize,
     shards: usize,
 ) -> anyhow::Result<PackageResult> {
-    let native = NativeSuite::new(tree, prepared, &args.python)?;
+    let native = native_suite(tree, prepared, &args.python)?;
     let single_request = TestRequest::default();
     let sharded_request = TestRequest {
         shards,
@@ -348,17 +331,9 @@ fn bench_package(
         }
         Ok((seconds, report))
     };
-    // Warm-up, and the figures that need one run each: the native profile (with FrogNano's
-    // results plugin loaded) and sharded outcomes against single-instance ones.
-    let native_profiled = frognano_sandbox::native::native_run(
-        tree,
-        &prepared.native_python_path(),
-        &prepared.pytest_args(),
-        &args.python,
-        600.0,
-    )
-    .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    native.run()?;
+    // Warm-up (native bytecode written, sandbox caches filled), and sharded outcomes against
+    // single-instance ones.
+    run_native(&native, name)?;
     let (_, single) = timed(&single_request)?;
     let (_, sharded) = timed(&sharded_request)?;
     let outcomes = |report: &TestReport| -> BTreeMap<String, TestOutcome> {
@@ -385,8 +360,11 @@ fn bench_package(
     bar.set_message(name.to_string());
     let (mut native_s, mut single_s, mut sharded_s) = (Vec::new(), Vec::new(), Vec::new());
     let mut profiles: Vec<(f64, RunProfile)> = Vec::new();
+    let mut native_profiles: Vec<(f64, RunProfile)> = Vec::new();
     for _ in 0..runs {
-        native_s.push(native.run()?);
+        let run = run_native(&native, name)?;
+        native_s.push(run.seconds);
+        native_profiles.push((run.seconds, run.profile));
         bar.inc(1);
         let (seconds, report) = timed(&single_request)?;
         single_s.push(seconds);
@@ -398,25 +376,17 @@ fn bench_package(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    // The profile of the single-instance run closest to the median.
     let single_median = median(&mut single_s);
-    let sandbox_profile = profiles
-        .iter()
-        .min_by(|a, b| {
-            (a.0 - single_median)
-                .abs()
-                .total_cmp(&(b.0 - single_median).abs())
-        })
-        .map(|(_, p)| *p);
+    let native_median = median(&mut native_s);
     let result = PackageResult {
         name: name.to_string(),
         tests: single.tests.len(),
         passed: single.passed,
-        native_s: median(&mut native_s),
+        native_s: native_median,
         single_s: single_median,
         sharded_s: median(&mut sharded_s),
-        sandbox_profile,
-        native_profile: native_profiled.profile,
+        sandbox_profile: closest_to(&profiles, single_median),
+        native_profile: closest_to(&native_profiles, native_median),
         sharded_differences,
     };
     eprintln!(
@@ -428,6 +398,14 @@ fn bench_package(
         result.sharded_s / result.native_s
     );
     Ok(result)
+}
+
+/// The profile of the run whose time is closest to `seconds` (the median run's).
+fn closest_to(profiles: &[(f64, RunProfile)], seconds: f64) -> Option<RunProfile> {
+    profiles
+        .iter()
+        .min_by(|a, b| (a.0 - seconds).abs().total_cmp(&(b.0 - seconds).abs()))
+        .map(|(_, p)| *p)
 }
 
 fn print_package_table(results: &[PackageResult], shards: usize, python: &str) {
@@ -486,10 +464,7 @@ fn print_profile_table(results: &[PackageResult]) {
     header.push("overhead/test".to_string());
     table.set_header(header);
     for r in results {
-        let rows = [
-            ("native", Some(r.native_profile)),
-            ("sandbox", r.sandbox_profile),
-        ];
+        let rows = [("native", r.native_profile), ("sandbox", r.sandbox_profile)];
         for (run, profile) in rows {
             let Some(profile) = profile else { continue };
             let mut row = vec![r.name.clone(), run.to_string()];

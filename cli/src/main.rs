@@ -367,13 +367,6 @@ fn test(args: &TestArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(exit_code_for(report.outcome)))
 }
 
-fn tempfile_dir() -> anyhow::Result<tempfile::TempDir> {
-    tempfile::Builder::new()
-        .prefix("frognano-cli-")
-        .tempdir()
-        .context("create a temporary directory")
-}
-
 fn report_json(report: &TestReport) -> serde_json::Value {
     let tests: Vec<serde_json::Value> = report
         .tests

@@ -47,63 +47,111 @@ pub fn native_run(
     python: &str,
     timeout_s: f64,
 ) -> std::result::Result<NativeRun, String> {
-    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
-    let work = tempfile::tempdir().map_err(|e| io("create a workspace", e))?;
-    workspace::copy_repo(repo, work.path()).map_err(|e| e.to_string())?;
-    let plugin = tempfile::tempdir().map_err(|e| io("create a plugin directory", e))?;
-    std::fs::write(
-        plugin.path().join(format!("{}.py", layers::PLUGIN_MODULE)),
-        layers::PLUGIN_SOURCE,
-    )
-    .map_err(|e| io("write the plugin", e))?;
-    let results = plugin.path().join("results.jsonl");
-    let mut python_path = vec![plugin.path().to_path_buf()];
-    python_path.extend(extra_paths.iter().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            work.path().join(p)
-        }
-    }));
-    let joined = std::env::join_paths(python_path).map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    let mut child = Command::new(python)
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            layers::PLUGIN_MODULE,
-        ])
-        .args(args)
-        .current_dir(work.path())
-        .env("PYTHONPATH", joined)
-        .env("FROGNANO_RESULTS", &results)
-        .env("PYTHONHASHSEED", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| io(&format!("run {python} -m pytest"), e))?;
-    let deadline = Instant::now() + Duration::from_secs_f64(timeout_s);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("the native run did not finish in {timeout_s} s"));
+    NativeSuite::new(repo, extra_paths, args, python)?.run(timeout_s)
+}
+
+/// A suite set up for repeated native runs: its own copy of the repository (whose bytecode
+/// cache CPython keeps between runs, as the sandbox keeps its own), FrogNano's results plugin,
+/// and the arguments and `PYTHONPATH` of [`native_outcomes`]. Each run is a whole
+/// `python -m pytest` process, timed.
+#[derive(Debug)]
+pub struct NativeSuite {
+    work: tempfile::TempDir,
+    plugin: tempfile::TempDir,
+    python: String,
+    args: Vec<String>,
+    python_path: std::ffi::OsString,
+}
+
+impl NativeSuite {
+    /// Copies `repo` and writes the plugin; see [`native_outcomes`] for the arguments.
+    pub fn new(
+        repo: &Path,
+        extra_paths: &[PathBuf],
+        args: &[String],
+        python: &str,
+    ) -> std::result::Result<Self, String> {
+        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+        let work = tempfile::tempdir().map_err(|e| io("create a workspace", e))?;
+        workspace::copy_repo(repo, work.path()).map_err(|e| e.to_string())?;
+        let plugin = tempfile::tempdir().map_err(|e| io("create a plugin directory", e))?;
+        std::fs::write(
+            plugin.path().join(format!("{}.py", layers::PLUGIN_MODULE)),
+            layers::PLUGIN_SOURCE,
+        )
+        .map_err(|e| io("write the plugin", e))?;
+        let mut python_path = vec![plugin.path().to_path_buf()];
+        python_path.extend(extra_paths.iter().map(|p| {
+            if p.is_absolute() {
+                p.clone()
+            } else {
+                work.path().join(p)
             }
-            Err(e) => return Err(io("wait for pytest", e)),
-        }
+        }));
+        let python_path = std::env::join_paths(python_path).map_err(|e| e.to_string())?;
+        Ok(NativeSuite {
+            work,
+            plugin,
+            python: python.to_string(),
+            args: args.to_vec(),
+            python_path,
+        })
     }
-    let seconds = started.elapsed().as_secs_f64();
-    let text = std::fs::read_to_string(&results).map_err(|_| {
-        format!("native pytest wrote no results (is pytest installed for {python}, and does the package support its version?)")
-    })?;
+
+    /// One run of the suite, cut off after `timeout_s`.
+    pub fn run(&self, timeout_s: f64) -> std::result::Result<NativeRun, String> {
+        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+        let python = &self.python;
+        let results = self.plugin.path().join("results.jsonl");
+        // The plugin appends: a previous run's results must not count.
+        let _ = std::fs::remove_file(&results);
+        let started = Instant::now();
+        let mut child = Command::new(python)
+            .args([
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                layers::PLUGIN_MODULE,
+            ])
+            .args(&self.args)
+            .current_dir(self.work.path())
+            .env("PYTHONPATH", &self.python_path)
+            .env("FROGNANO_RESULTS", &results)
+            .env("PYTHONHASHSEED", "0")
+            .env_remove("PYTHONDONTWRITEBYTECODE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| io(&format!("run {python} -m pytest"), e))?;
+        let deadline = started + Duration::from_secs_f64(timeout_s);
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("the native run did not finish in {timeout_s} s"));
+                }
+                Err(e) => return Err(io("wait for pytest", e)),
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let text = std::fs::read_to_string(&results).map_err(|_| {
+            format!("native pytest wrote no results (is pytest installed for {python}, and does the package support its version?)")
+        })?;
+        Ok(parse_results(&text, seconds))
+    }
+}
+
+/// The plugin's JSONL results of a native run that took `seconds`.
+fn parse_results(text: &str, seconds: f64) -> NativeRun {
     let mut outcomes = BTreeMap::new();
     let mut marks = None;
     let mut tests_s = 0.0;
@@ -139,9 +187,9 @@ pub fn native_run(
     // start, pytest's import) is start-up too.
     let measured: f64 = profile.phases().iter().map(|(_, s)| s).sum::<f64>() - profile.startup_s;
     profile.startup_s = (seconds - measured).max(0.0);
-    Ok(NativeRun {
+    NativeRun {
         outcomes,
         seconds,
         profile,
-    })
+    }
 }

@@ -22,7 +22,7 @@ use crate::sandbox::engine_config;
 
 /// Python source the probes time: loops, arithmetic, string formatting, dict and list work and
 /// method calls, the mix test suites spend their time on.
-const WORKLOAD: &str = "\
+pub const WORKLOAD: &str = "\
 class Point:
     def __init__(self, x, y):
         self.x, self.y = x, y
