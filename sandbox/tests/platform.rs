@@ -388,3 +388,27 @@ fn an_unrecognised_option_is_named() {
     );
     assert!(detail.contains("[test] args"), "{detail}");
 }
+
+/// `sysconfig` describes the sandbox as a native install: the pytest and requirement layers
+/// are site-packages and the zipped standard library is the standard library, so tools that
+/// tell the project's own code from third-party code by those paths (Hypothesis, coverage
+/// tools) see only the repository as local.
+#[test]
+fn layers_are_site_packages_and_the_stdlib_is_the_stdlib() {
+    let report = run(&[(
+        "test_layout.py",
+        "import os\nimport sysconfig\nfrom pathlib import Path\n\nimport pytest\n\n\n\
+         def test_layers_are_installed_packages():\n    \
+             site = {Path(sysconfig.get_path(k)) for k in ('purelib', 'platlib')}\n    \
+             assert any(Path(pytest.__file__).is_relative_to(p) for p in site), site\n\n\n\
+         def test_stdlib_is_the_stdlib():\n    \
+             stdlib = {Path(sysconfig.get_path(k)) for k in ('stdlib', 'platstdlib')}\n    \
+             assert any(Path(os.__file__).is_relative_to(p) for p in stdlib), stdlib\n\n\n\
+         def test_the_repository_is_local():\n    \
+             here = Path(__file__)\n    \
+             installed = {Path(sysconfig.get_path(k)) for k in ('purelib', 'platlib', 'stdlib', 'platstdlib')}\n    \
+             assert not any(here.is_relative_to(p) for p in installed)\n",
+    )]);
+    assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", outcomes(&report));
+    assert_eq!(report.passed, 3);
+}

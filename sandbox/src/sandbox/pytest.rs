@@ -10,8 +10,8 @@ use super::guest::{Mounts, Program};
 use super::report::{build_report, read_results};
 use super::shard::{Shard, ShardRun};
 use super::{
-    DEVNULL_FILE, GUEST_DEPS, GUEST_TMP, GUEST_WORK, PreparedRepo, RESULTS_FILE, Sandbox,
-    TestRequest, python_string_literal,
+    DEVNULL_FILE, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, PreparedRepo, RESULTS_FILE,
+    Sandbox, TestRequest, python_string_literal,
 };
 use crate::error::{Result, SandboxError};
 use crate::{bytecode, layers, workspace};
@@ -160,6 +160,8 @@ impl Sandbox {
             "devnull": format!("{GUEST_TMP}/{DEVNULL_FILE}"),
             "args": args,
             "plugin": layers::PLUGIN_MODULE,
+            // What the guest's sysconfig calls site-packages: requirements, then pytest.
+            "site_packages": [GUEST_DEPS, GUEST_PYTEST],
             "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
             "coverage": request.coverage.then_some(GUEST_WORK),
             "shard": shard.map(|s| [s.index, s.count]),
