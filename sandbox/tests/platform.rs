@@ -409,6 +409,11 @@ fn layers_are_site_packages_and_the_stdlib_is_the_stdlib() {
              installed = {Path(sysconfig.get_path(k)) for k in ('purelib', 'platlib', 'stdlib', 'platstdlib')}\n    \
              assert not any(here.is_relative_to(p) for p in installed)\n",
     )]);
-    assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", outcomes(&report));
+    assert_eq!(
+        report.outcome,
+        RunOutcome::Passed,
+        "{:?}",
+        outcomes(&report)
+    );
     assert_eq!(report.passed, 3);
 }

@@ -99,6 +99,7 @@ class Sandbox:
         snapshot: bool = True,
         progress: Optional[Callable[[str], None]] = None,
         disk_mb: Optional[int] = None,
+        layer_snapshots: bool = False,
     ) -> Sandbox: ...
     @property
     def image(self) -> str: ...

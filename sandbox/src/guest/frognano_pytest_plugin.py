@@ -183,6 +183,23 @@ def _unregister_capture_fixtures_that_fail_to_start():
     CaptureFixture._start = _start
 
 
+def installed_layout(site_packages):
+    """Make `sysconfig` describe the sandbox as a native install looks: the read-only layers
+    (the test requirements, pytest) are its site-packages and the zipped standard library is
+    its standard library. Tools that tell third-party code from the project's own by these
+    paths then treat them as a native run would: Hypothesis, for one, otherwise parses every
+    module of pytest, the requirements and the standard library for constants on each run."""
+    import sysconfig
+
+    try:
+        scheme = sysconfig._INSTALL_SCHEMES[sysconfig.get_default_scheme()]
+    except Exception:  # another CPython: leave its layout alone
+        return
+    purelib, platlib = (list(site_packages) + list(site_packages))[:2]
+    scheme["purelib"], scheme["platlib"] = purelib, platlib
+    scheme["platstdlib"] = os.path.dirname(os.__file__)
+
+
 def configure(path, coverage_root=None, shard=None, started=None):
     """Start writing results to `path`. `shard` is (index, count) for one shard of a split
     suite; `started` is the guest clock at the start of the run (now if not given)."""

@@ -21,11 +21,11 @@ def _frognano_run(config):
     os.chdir(config["cwd"])
     # No /dev/null in WASI: point os.devnull at a real file so logging and caplog work.
     os.devnull = config["devnull"]
-    _installed_layout(config["site_packages"])
     random.seed()
     args = list(config["args"]) + _unloadable_plugins(os.environ)
     sys.argv = ["pytest"] + args
     plugin = importlib.import_module(config["plugin"])
+    plugin.installed_layout(config["site_packages"])
     plugin.configure(config["results"], config.get("coverage"), config.get("shard"), started)
     code = 3
     try:
@@ -45,24 +45,6 @@ def _frognano_run(config):
             except Exception:
                 pass
     return code
-
-
-def _installed_layout(site_packages):
-    """Make `sysconfig` describe the sandbox as a native install looks: the read-only layers
-    (pytest, the test requirements) are its site-packages and the zipped standard library is
-    its standard library. Tools that tell third-party code from the project's own by these
-    paths then treat them as a native run would: Hypothesis, for one, otherwise parses every
-    module of pytest, the requirements and the standard library for constants on each run."""
-    import os
-    import sysconfig
-
-    try:
-        scheme = sysconfig._INSTALL_SCHEMES[sysconfig.get_default_scheme()]
-    except Exception:  # another CPython: leave its layout alone
-        return
-    purelib, platlib = (list(site_packages) + list(site_packages))[:2]
-    scheme["purelib"], scheme["platlib"] = purelib, platlib
-    scheme["platstdlib"] = os.path.dirname(os.__file__)
 
 
 def _unloadable_plugins(environ):

@@ -318,29 +318,75 @@ pub fn imports_resolve_statically(
             return false;
         };
         for line in text.lines() {
-            let line = line.trim();
-            let modules: Vec<&str> = if let Some(rest) = line.strip_prefix("import ") {
-                rest.split(',')
-                    .map(|part| part.split_whitespace().next().unwrap_or(""))
-                    .collect()
-            } else if let Some(rest) = line.strip_prefix("from ") {
-                let module = rest.split_whitespace().next().unwrap_or("");
-                if module.starts_with('.') {
-                    continue;
-                }
-                vec![module]
-            } else {
-                continue;
-            };
-            if modules
-                .iter()
-                .any(|m| !known(m.trim_end_matches(['(', ')', ';', '\\'])))
-            {
+            if line_imports(line).iter().any(|m| !known(m)) {
                 return false;
             }
         }
     }
     has_default_tests
+}
+
+/// The absolute modules one source line imports (`import a, b.c` or `from a.b import c`), as
+/// a line-by-line scan reads them; none for other lines and relative imports.
+fn line_imports(line: &str) -> Vec<&str> {
+    let line = line.trim();
+    let modules: Vec<&str> = if let Some(rest) = line.strip_prefix("import ") {
+        rest.split(',')
+            .map(|part| part.split_whitespace().next().unwrap_or(""))
+            .collect()
+    } else if let Some(rest) = line.strip_prefix("from ") {
+        let module = rest.split_whitespace().next().unwrap_or("");
+        if module.starts_with('.') {
+            return Vec::new();
+        }
+        vec![module]
+    } else {
+        return Vec::new();
+    };
+    modules
+        .into_iter()
+        .map(|m| m.trim_end_matches(['(', ')', ';', '\\']))
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// The top-level modules of requirements layer `layer` that the repository's test files and
+/// conftests import (a line-by-line scan), sorted: what a snapshot of the layer imports.
+pub fn layer_modules_imported(root: &Path, layer: &Path) -> Vec<String> {
+    let mut provided: BTreeSet<String> = BTreeSet::new();
+    if let Ok(entries) = fs::read_dir(layer) {
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.ends_with(".dist-info") || name.starts_with("__") {
+                continue;
+            }
+            provided.insert(name.strip_suffix(".py").unwrap_or(&name).to_string());
+        }
+    }
+    let mut imported: BTreeSet<String> = BTreeSet::new();
+    for entry in crate::workspace::walk_repo(root).filter_map(|e| e.ok()) {
+        let Some(stem) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(".py"))
+        else {
+            continue;
+        };
+        let is_test = stem.starts_with("test_") || stem.ends_with("_test") || stem == "conftest";
+        if !entry.file_type().is_file() || !is_test {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        for module in text.lines().flat_map(line_imports) {
+            let top = module.split('.').next().unwrap_or(module);
+            if provided.contains(top) {
+                imported.insert(top.to_string());
+            }
+        }
+    }
+    imported.into_iter().collect()
 }
 
 /// Whether the repository has Python files that look like tests but that pytest's default

@@ -102,6 +102,7 @@ impl ResourceLimiter for MemoryCap {
 impl Sandbox {
     pub(super) async fn run_guest(
         &self,
+        template: &InstancePre<RunState>,
         mounts: &Mounts<'_>,
         program: &Program<'_>,
         limits: &Limits,
@@ -127,7 +128,7 @@ impl Sandbox {
         store.epoch_deadline_async_yield_and_update(1);
         let started = Instant::now();
         let deadline = Duration::from_secs_f64(limits.timeout_s);
-        let call = tokio::time::timeout(deadline, call_program(&self.pre, &mut store, program));
+        let call = tokio::time::timeout(deadline, call_program(template, &mut store, program));
         let cancelled = async {
             let Some(flag) = cancel else {
                 // Nothing can cancel this run: no timer to wake.

@@ -22,7 +22,11 @@ mod snapshot;
 use std::fs;
 use std::path::PathBuf;
 
-use wasmtime::{Engine, InstancePre};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use wasmtime::{Engine, InstancePre, Linker};
 
 pub use guest::GuestRun;
 pub use options::{CancelFlag, MAX_SHARDS, SandboxOptions, TestRequest, grading_args};
@@ -35,7 +39,7 @@ use crate::layers;
 pub(crate) use engine::engine_config;
 use engine::{engine_key, load_or_compile, make_linker, start_epoch_ticker, wasmtime_version};
 use guest::{LayerAccess, RunState};
-use snapshot::load_or_build_snapshot;
+use snapshot::{LayerImports, load_or_build_snapshot};
 
 /// Guest path of the stdlib directory (images that ship a stdlib zip).
 const GUEST_STDLIB: &str = "/usr/local/lib";
@@ -57,6 +61,10 @@ pub struct Sandbox {
     pytest_layer: PathBuf,
     empty_layer: tempfile::TempDir,
     pre: InstancePre<RunState>,
+    linker: Linker<RunState>,
+    /// Snapshots with a requirements layer imported, by layer directory (when enabled).
+    layer_pres: Mutex<HashMap<PathBuf, InstancePre<RunState>>>,
+    layer_snapshots: bool,
     snapshot: bool,
     runtime: tokio::runtime::Runtime,
     workers: usize,
@@ -110,7 +118,7 @@ impl Sandbox {
                 &runtime,
                 &image,
                 &pytest_layer,
-                empty_layer.path(),
+                Err(empty_layer.path()),
                 progress,
             )?
         } else {
@@ -139,6 +147,9 @@ impl Sandbox {
             pytest_layer,
             empty_layer,
             pre,
+            linker,
+            layer_pres: Mutex::new(HashMap::new()),
+            layer_snapshots: options.layer_snapshots && snapshot,
             snapshot,
             runtime,
             workers: options.workers,
@@ -163,6 +174,59 @@ impl Sandbox {
     /// The number of sandboxes [`Sandbox::run_tests_many`] runs at once.
     pub fn workers(&self) -> usize {
         self.workers
+    }
+
+    /// Whether repositories with requirements get a snapshot with them imported.
+    pub fn uses_layer_snapshots(&self) -> bool {
+        self.layer_snapshots
+    }
+
+    /// The instance template of runs with requirements layer `layer`: its own snapshot where
+    /// one was built (see [`SandboxOptions::layer_snapshots`]), else the pytest snapshot.
+    fn template_for(&self, layer: Option<&Path>) -> InstancePre<RunState> {
+        layer
+            .and_then(|layer| {
+                self.layer_pres
+                    .lock()
+                    .ok()
+                    .and_then(|pres| pres.get(layer).cloned())
+            })
+            .unwrap_or_else(|| self.pre.clone())
+    }
+
+    /// Builds (or loads) the snapshot of `layer` with `modules` imported, once per layer.
+    fn ensure_layer_snapshot(
+        &self,
+        layer: &Path,
+        modules: &[String],
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        if self
+            .layer_pres
+            .lock()
+            .map_err(|_| SandboxError::Runtime("layer snapshots lock poisoned".into()))?
+            .contains_key(layer)
+        {
+            return Ok(());
+        }
+        let module = load_or_build_snapshot(
+            &self.engine,
+            &self.linker,
+            &self.runtime,
+            &self.image,
+            &self.pytest_layer,
+            Ok(LayerImports { layer, modules }),
+            progress,
+        )?;
+        let pre = self
+            .linker
+            .instantiate_pre(&module)
+            .map_err(SandboxError::runtime)?;
+        self.layer_pres
+            .lock()
+            .map_err(|_| SandboxError::Runtime("layer snapshots lock poisoned".into()))?
+            .insert(layer.to_path_buf(), pre);
+        Ok(())
     }
 }
 

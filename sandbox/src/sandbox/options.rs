@@ -16,6 +16,14 @@ pub struct SandboxOptions {
     /// Disk cap of one run, in MiB: the workspace plus `/tmp`, repository included. A run that
     /// writes past it ends as `output_exceeded`.
     pub disk_mb: u64,
+    /// Give each repository with test requirements a snapshot of its own, with its
+    /// requirements layer on the path and the modules its tests import (and the layer's pytest
+    /// plugins) already imported, built once per layer and cached like the pytest snapshot.
+    /// Each one costs minutes of compilation and about 300 MB of cache, and saves every run the
+    /// import of its requirements (seconds for Hypothesis): worth it for repositories run many
+    /// times (training, synthesis), not for a corpus build that runs each once. Needs the
+    /// snapshot image.
+    pub layer_snapshots: bool,
 }
 
 impl Default for SandboxOptions {
@@ -27,6 +35,7 @@ impl Default for SandboxOptions {
                 .unwrap_or(2),
             snapshot: true,
             disk_mb: 2048,
+            layer_snapshots: false,
         }
     }
 }

@@ -94,7 +94,24 @@ impl Sandbox {
     /// cache (both cached). With detected requirements, a collection pass then finds modules
     /// the suite still cannot import and adds the distributions that provide them (once per
     /// repository version; see [`RequirementsReport`]).
+    ///
+    /// With [`crate::SandboxOptions::layer_snapshots`], a repository with requirements also
+    /// gets a snapshot with them imported (built once per layer, then cached).
     pub fn prepare_repo(&self, repo: &Path, progress: Progress<'_>) -> Result<PreparedRepo> {
+        let prepared = self.prepare_layers(repo, progress)?;
+        if self.layer_snapshots
+            && let Some(layer) = &prepared.deps_layer
+        {
+            // Keyed by layer: repositories with identical requirements share the snapshot of
+            // the first one prepared.
+            let modules = resolve::layer_modules_imported(&prepared.config.root, layer);
+            self.ensure_layer_snapshot(layer, &modules, progress)?;
+        }
+        Ok(prepared)
+    }
+
+    /// [`Sandbox::prepare_repo`] without the layer snapshot.
+    fn prepare_layers(&self, repo: &Path, progress: Progress<'_>) -> Result<PreparedRepo> {
         let mut config = RepoConfig::load(repo)?;
         let bytecode = self.repo_bytecode(&config.root, progress)?;
         if !config.requirements_detected {

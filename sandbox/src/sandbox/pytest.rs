@@ -189,8 +189,15 @@ impl Sandbox {
             Program::Command(argv)
         };
         let workspace_s = started.elapsed().as_secs_f64();
+        let template = self.template_for(prepared.deps_layer.as_deref());
         let run = self
-            .run_guest(&mounts, &program, &limits, request.cancel.as_ref())
+            .run_guest(
+                &template,
+                &mounts,
+                &program,
+                &limits,
+                request.cancel.as_ref(),
+            )
             .await?;
         let results = read_results(tmp.path())?;
         drop(tmp);

@@ -105,6 +105,6 @@ impl Sandbox {
             Program::Command(vec!["python".into(), "-c".into(), source.into()])
         };
         self.runtime
-            .block_on(self.run_guest(&mounts, &program, &limits, None))
+            .block_on(self.run_guest(&self.pre, &mounts, &program, &limits, None))
     }
 }

@@ -13,7 +13,8 @@ use super::guest::{MemoryCap, Mounts, Program, RunState, build_wasi, turn};
 use super::pytest::base_pytest_args;
 use super::report::read_results;
 use super::{
-    DEVNULL_FILE, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, RESULTS_FILE, python_string_literal,
+    DEVNULL_FILE, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, RESULTS_FILE,
+    python_string_literal,
 };
 use crate::assets::{self, Progress};
 use crate::error::{Result, SandboxError};
@@ -50,45 +51,65 @@ const PRELOAD_MODULES: &[&str] = &[
     "logging",
 ];
 
+/// A requirements layer to snapshot on top of pytest: its directory and the top-level modules
+/// to import (those the repository's tests import); its pytest plugins load in the warm-up.
+pub(super) struct LayerImports<'a> {
+    pub(super) layer: &'a Path,
+    pub(super) modules: &'a [String],
+}
+
 pub(super) fn load_or_build_snapshot(
     engine: &Engine,
     linker: &Linker<RunState>,
     runtime: &tokio::runtime::Runtime,
     image: &ImageFiles,
     pytest_layer: &Path,
-    empty: &Path,
+    deps: Result<LayerImports<'_>, &Path>,
     progress: Progress<'_>,
 ) -> Result<Module> {
-    let layer_name = pytest_layer
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    let key = format!(
+    let name = |path: &Path| {
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut key = format!(
         "{}-{}-{}-{}-{}",
         image.module_sha256,
-        layer_name,
+        name(pytest_layer),
         assets::sha256_bytes(format!("{SNAPSHOT_INIT}{PRELOAD_MODULES:?}").as_bytes()),
         wasmtime_version(),
         engine_key(engine)
     );
-    let prefix = format!("{}-snapshot", image.kind);
-    load_or_compile(
-        engine,
-        &prefix,
-        &key,
-        progress,
-        "compiling the pytest snapshot",
-        || {
-            runtime.block_on(build_snapshot(
-                engine,
-                linker,
-                image,
-                pytest_layer,
-                empty,
-                progress,
-            ))
-        },
-    )
+    // A layer's snapshot is its own artifact: one per layer and module list, none superseding
+    // another.
+    let (prefix, what) = match &deps {
+        Ok(imports) => {
+            key.push_str(&format!("-{}-{:?}", name(imports.layer), imports.modules));
+            (
+                format!(
+                    "{}-layer-{}",
+                    image.kind,
+                    &assets::sha256_bytes(key.as_bytes())[..16]
+                ),
+                "compiling the snapshot with the requirements imported",
+            )
+        }
+        Err(_) => (
+            format!("{}-snapshot", image.kind),
+            "compiling the pytest snapshot",
+        ),
+    };
+    load_or_compile(engine, &prefix, &key, progress, what, || {
+        runtime.block_on(build_snapshot(
+            engine,
+            linker,
+            image,
+            pytest_layer,
+            &deps,
+            progress,
+        ))
+    })
 }
 
 async fn build_snapshot(
@@ -96,7 +117,7 @@ async fn build_snapshot(
     linker: &Linker<RunState>,
     image: &ImageFiles,
     pytest_layer: &Path,
-    empty: &Path,
+    deps: &Result<LayerImports<'_>, &Path>,
     progress: Progress<'_>,
 ) -> Result<Vec<u8>> {
     let wasm = fs::read(&image.module).map_err(SandboxError::io("read image"))?;
@@ -114,10 +135,15 @@ async fn build_snapshot(
          def test_raises():\n    with pytest.raises(ValueError):\n        int('x')\n",
     )
     .map_err(SandboxError::io("write warm-up test"))?;
+    let (deps_dir, layer_modules) = match deps {
+        Ok(imports) => (imports.layer, imports.modules),
+        Err(empty) => (*empty, &[][..]),
+    };
     let mounts = Mounts {
         pytest: pytest_layer,
-        pytest_writable: true,
-        deps: empty,
+        // The pytest layer's bytecode is compiled by the base snapshot's initialisation.
+        pytest_writable: deps.is_err(),
+        deps: deps_dir,
         deps_writable: false,
         tmp: tmp.path(),
         work: work.path(),
@@ -130,6 +156,9 @@ async fn build_snapshot(
         "cwd": GUEST_WORK,
         "devnull": format!("{GUEST_TMP}/{DEVNULL_FILE}"),
         "preload": PRELOAD_MODULES,
+        "deps": deps.is_ok().then_some(GUEST_DEPS),
+        "deps_modules": layer_modules,
+        "site_packages": [GUEST_DEPS, GUEST_PYTEST],
         "plugin": layers::PLUGIN_MODULE,
         "results": format!("{GUEST_TMP}/{RESULTS_FILE}"),
         "args": warmup_args,

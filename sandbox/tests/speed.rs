@@ -1,6 +1,8 @@
-//! One suite split over several sandbox instances (`TestRequest::shards`) gives the same
-//! per-test results, in the same order, and the same outcome as one instance, limits included;
-//! every run carries a profile of where its time went.
+//! The sandbox's speed features keep results as they were: one suite split over several
+//! sandbox instances (`TestRequest::shards`) gives the same per-test results, in the same
+//! order, and the same outcome as one instance, limits included; a snapshot with a
+//! repository's requirements imported runs the same tests with them already imported; every
+//! run carries a profile of where its time went.
 
 mod common;
 
@@ -211,4 +213,59 @@ fn too_many_shards_is_a_clear_error() {
         .run_tests(repo.path(), &sharded(frognano_sandbox::MAX_SHARDS + 1))
         .expect_err("too many shards");
     assert!(err.to_string().contains("at most"), "{err}");
+}
+
+#[test]
+fn a_layer_snapshot_starts_with_the_requirements_imported() {
+    let repo = common::make_repo(&[
+        (
+            "frognano.toml",
+            "[test]\nrequirements = [\"sortedcontainers==2.4.0\"]\n",
+        ),
+        (
+            "test_sorted.py",
+            "import sys\n\nPRELOADED = 'sortedcontainers' in sys.modules\n\nimport sortedcontainers\n\n\n\
+             def test_uses_it():\n    assert list(sortedcontainers.SortedList([3, 1, 2])) == [1, 2, 3]\n\n\n\
+             def test_was_imported_before_the_test_module():\n    assert PRELOADED\n",
+        ),
+    ]);
+    let plain = common::sandbox()
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    let outcome = |report: &TestReport, name: &str| {
+        report
+            .tests
+            .iter()
+            .find(|t| t.id.ends_with(name))
+            .map(|t| t.outcome)
+    };
+    assert_eq!(outcome(&plain, "test_uses_it"), Some(TestOutcome::Passed));
+    assert_eq!(
+        outcome(&plain, "test_was_imported_before_the_test_module"),
+        Some(TestOutcome::Failed)
+    );
+    let layered = frognano_sandbox::Sandbox::new(
+        frognano_sandbox::SandboxOptions {
+            layer_snapshots: true,
+            ..frognano_sandbox::SandboxOptions::default()
+        },
+        &|msg| eprintln!("setup: {msg}"),
+    )
+    .expect("sandbox");
+    assert!(layered.uses_layer_snapshots());
+    let report = layered
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        report.outcome,
+        RunOutcome::Passed,
+        "{:?}",
+        ids_and_outcomes(&report)
+    );
+    assert_eq!(report.passed, 2);
+    // The same repository's clean copy in a second run: the snapshot is reused.
+    let again = layered
+        .run_tests(repo.path(), &sharded(2))
+        .expect("sharded run");
+    assert_eq!(ids_and_outcomes(&again), ids_and_outcomes(&report));
 }
