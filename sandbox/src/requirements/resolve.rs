@@ -298,23 +298,9 @@ pub fn imports_resolve_statically(
             || PYTEST_LAYER_MODULES.contains(&top)
     };
     let mut has_default_tests = false;
-    for entry in crate::workspace::walk_repo(root).filter_map(|e| e.ok()) {
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let Some(stem) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_suffix(".py"))
-        else {
-            continue;
-        };
-        let is_test = stem.starts_with("test_") || stem.ends_with("_test");
-        if !is_test && stem != "conftest" {
-            continue;
-        }
+    for (path, is_test) in test_sources(root) {
         has_default_tests |= is_test;
-        let Ok(text) = fs::read_to_string(entry.path()) else {
+        let Ok(text) = fs::read_to_string(&path) else {
             return false;
         };
         for line in text.lines() {
@@ -324,6 +310,20 @@ pub fn imports_resolve_statically(
         }
     }
     has_default_tests
+}
+
+/// The repository's test files (pytest's default patterns) and conftests, each with whether it
+/// is a test file.
+fn test_sources(root: &Path) -> Vec<(std::path::PathBuf, bool)> {
+    crate::workspace::walk_repo(root)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|entry| {
+            let stem = entry.file_name().to_str()?.strip_suffix(".py")?.to_string();
+            let is_test = stem.starts_with("test_") || stem.ends_with("_test");
+            (is_test || stem == "conftest").then(|| (entry.path().to_path_buf(), is_test))
+        })
+        .collect()
 }
 
 /// The absolute modules one source line imports (`import a, b.c` or `from a.b import c`), as
@@ -364,19 +364,8 @@ pub fn layer_modules_imported(root: &Path, layer: &Path) -> Vec<String> {
         }
     }
     let mut imported: BTreeSet<String> = BTreeSet::new();
-    for entry in crate::workspace::walk_repo(root).filter_map(|e| e.ok()) {
-        let Some(stem) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_suffix(".py"))
-        else {
-            continue;
-        };
-        let is_test = stem.starts_with("test_") || stem.ends_with("_test") || stem == "conftest";
-        if !entry.file_type().is_file() || !is_test {
-            continue;
-        }
-        let Ok(text) = fs::read_to_string(entry.path()) else {
+    for (path, _) in test_sources(root) {
+        let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };
         for module in text.lines().flat_map(line_imports) {
