@@ -193,6 +193,13 @@ impl RunProfile {
         }
     }
 
+    /// Sets `host_other_s` to what `total_s` leaves after every other phase (never negative).
+    pub fn attribute_rest_to_host(&mut self, total_s: f64) {
+        self.host_other_s = 0.0;
+        let accounted: f64 = self.phases().iter().map(|(_, s)| s).sum();
+        self.host_other_s = (total_s - accounted).max(0.0);
+    }
+
     /// The phases as `(name, seconds)`, in the order they happen.
     pub fn phases(&self) -> [(&'static str, f64); 8] {
         [

@@ -216,8 +216,7 @@ impl Sandbox {
         }
         let mut report = build_report(results.records, results.exit_code, run);
         report.coverage = results.coverage;
-        let accounted: f64 = profile.phases().iter().map(|(_, s)| s).sum();
-        profile.host_other_s = (started.elapsed().as_secs_f64() - accounted).max(0.0);
+        profile.attribute_rest_to_host(started.elapsed().as_secs_f64());
         report.profile = Some(profile);
         Ok(ShardRun {
             report,

@@ -102,9 +102,7 @@ impl Sandbox {
         let mut report = merge(runs);
         report.duration_s = started.elapsed().as_secs_f64();
         if let Some(profile) = &mut report.profile {
-            profile.host_other_s = 0.0;
-            let accounted: f64 = profile.phases().iter().map(|(_, s)| s).sum();
-            profile.host_other_s = (report.duration_s - accounted).max(0.0);
+            profile.attribute_rest_to_host(report.duration_s);
         }
         Ok(report)
     }
