@@ -10,7 +10,10 @@ use frognano_env::{EnvConfig, EnvPool, RepoEnv, taskset};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::convert::{action_from_py, run_interruptibly, task_from_py, tasks_from_py, to_py};
+use crate::convert::{
+    action_from_py, from_py_json, invalid, parse, run_interruptibly, task_from_py, tasks_from_py,
+    to_py,
+};
 use crate::errors::{Exception, py_err};
 use crate::policy::evaluation_policy;
 use crate::sandbox::{PySandbox, sandbox_of};
@@ -342,6 +345,38 @@ fn evaluate<'py>(
     Ok((to_py(py, &report)?, to_py(py, &records)?))
 }
 
+/// eval_report(records, failed_tasks=(), *, steps=None, wall_s=0.0, workers=0) -> dict
+///
+/// The report `evaluate` returns, made from episode records gathered elsewhere (a cluster's
+/// workers, several runs): the same summary fields, with `steps` (default: the records' steps)
+/// over `wall_s` as steps_per_s. failed_tasks: dicts with task_id and error.
+#[pyfunction]
+#[pyo3(signature = (records, failed_tasks=None, *, steps=None, wall_s=0.0, workers=0))]
+fn eval_report<'py>(
+    py: Python<'py>,
+    records: Bound<'py, PyAny>,
+    failed_tasks: Option<Bound<'py, PyAny>>,
+    steps: Option<usize>,
+    wall_s: f64,
+    workers: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let records: Vec<frognano_env::EpisodeRecord> =
+        parse(py, "episode records", from_py_json(py, &records)?)?;
+    let failed: Vec<frognano_env::FailedTask> = match failed_tasks {
+        Some(failed) => parse(py, "failed tasks", from_py_json(py, &failed)?)?,
+        None => Vec::new(),
+    };
+    if !wall_s.is_finite() || wall_s < 0.0 {
+        return Err(invalid(
+            py,
+            format!("wall_s must be a finite number >= 0, got {wall_s}"),
+        ));
+    }
+    let steps = steps.unwrap_or_else(|| records.iter().map(|r| r.steps.len()).sum());
+    let report = frognano_env::EvalReport::from_records(&records, failed, steps, wall_s, workers);
+    to_py(py, &report)
+}
+
 /// load_tasks(path) -> list of task dicts (repository paths resolved against the file).
 #[pyfunction]
 fn load_tasks<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, PyAny>> {
@@ -392,6 +427,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRepoEnv>()?;
     m.add_class::<PyEnvPool>()?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(eval_report, m)?)?;
     m.add_function(wrap_pyfunction!(load_tasks, m)?)?;
     m.add_function(wrap_pyfunction!(save_tasks, m)?)?;
     m.add_function(wrap_pyfunction!(to_swe_bench, m)?)?;

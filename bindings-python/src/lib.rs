@@ -11,6 +11,7 @@
 use pyo3::prelude::*;
 
 mod convert;
+mod corpus;
 mod curriculum;
 mod env;
 mod errors;
@@ -31,6 +32,7 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sandbox::register(m)?;
     env::register(m)?;
     synth::register(m)?;
+    corpus::register(m)?;
     policy::register(m)?;
     model::register(m)?;
     llm::register(m)?;

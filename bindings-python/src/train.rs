@@ -26,7 +26,7 @@ use pyo3::types::PyDict;
 use serde_json::{Value, json};
 
 use crate::convert::{
-    ErrorSlot, from_py_json, invalid, lock, run_interruptibly, tasks_from_py, to_py,
+    ErrorSlot, PyComponent, from_py_json, invalid, lock, run_interruptibly, tasks_from_py, to_py,
 };
 use crate::curriculum::task_source;
 use crate::errors::py_err;
@@ -38,7 +38,7 @@ use crate::sandbox::{PySandbox, sandbox_of};
 
 /// GrpoTrainer(sandbox, policy, synthesizer, *, tasks_per_iteration=5, group_size=4,
 ///             estimator="grpo", drop_zero_variance=True, workers=0, max_steps=40,
-///             metrics_file=None, format_reward=None)
+///             metrics_file=None, format_reward=None, rollouts=None)
 ///
 /// The group-advantage trainer: each iterate() proposes tasks, runs group_size rollouts of
 /// each through an environment pool, turns rewards into group advantages ("grpo", "dr_grpo"
@@ -49,7 +49,9 @@ use crate::sandbox::{PySandbox, sandbox_of};
 /// learn(batch) (optional state() and load_state(state), for checkpoints). synthesizer: a
 /// FrontierSynthesizer, StaticCurriculum, EasyToHard, a list of tasks (a static curriculum,
 /// seed 0) or any object with propose(n) and feedback(outcomes) (optional metrics(),
-/// state(), load_state(state)). Calls release the GIL; Ctrl-C stops an iteration at the next
+/// state(), load_state(state)). rollouts: run the iterations' episodes elsewhere:
+/// rollouts(policy_state, tasks, env) -> one {"record"} or {"failed"} entry per task, e.g. a Ray
+/// cluster's (`frognano.distributed.Cluster(...).rollouts`). Calls release the GIL; Ctrl-C stops an iteration at the next
 /// policy step. Used by one thread at a time (a call while an iteration runs raises
 /// RuntimeError).
 #[pyclass(frozen, module = "frognano", name = "GrpoTrainer")]
@@ -122,7 +124,7 @@ impl PyGrpoTrainer {
     #[pyo3(signature = (
         sandbox, policy, synthesizer, *, tasks_per_iteration=None, group_size=None,
         estimator="grpo", drop_zero_variance=None, workers=None, max_steps=None,
-        metrics_file=None, format_reward=None
+        metrics_file=None, format_reward=None, rollouts=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -138,6 +140,7 @@ impl PyGrpoTrainer {
         max_steps: Option<usize>,
         metrics_file: Option<PathBuf>,
         format_reward: Option<f64>,
+        rollouts: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let d = TrainerConfig::default();
         let config = TrainerConfig {
@@ -166,6 +169,9 @@ impl PyGrpoTrainer {
             .detach(|| GrpoTrainer::new(sandbox, learner, source, config))
             .map_err(|e| py_err(py, e))?;
         trainer.set_cancel_flag(cancel.clone());
+        if let Some(runner) = episode_runner(rollouts, &slot) {
+            trainer.set_episode_runner(runner);
+        }
         if let Some(path) = metrics_file {
             trainer.set_metrics_file(path);
         }
@@ -334,7 +340,79 @@ impl RunObserver for PyObserver {
     }
 }
 
-/// train(config=None, out=None, *, sandbox=None, progress=None) -> report dict
+/// A Python callable as the trainer's episode runner: rollouts(policy_state, tasks, env) returns
+/// one entry per task, in order: {"record": episode record} or {"failed": {"error": ...}}
+/// (what `frognano.distributed.Cluster.rollouts` gives).
+struct PyEpisodeRunner(PyComponent);
+
+impl frognano_train::EpisodeRunner for PyEpisodeRunner {
+    fn run(
+        &mut self,
+        policy_state: &Value,
+        tasks: &[frognano_core::Task],
+        env: &EnvConfig,
+        on_done: &mut dyn FnMut(&frognano_env::EpisodeRecord),
+    ) -> frognano_train::Result<Vec<Result<frognano_env::EpisodeRecord, String>>> {
+        let entries = self.0.call("episode runner", |py, runner| {
+            let results = runner.call1((
+                to_py(py, policy_state)?,
+                to_py(py, &tasks)?,
+                to_py(py, env)?,
+            ))?;
+            from_py_json(py, &results)
+        })?;
+        let Value::Array(entries) = entries else {
+            return Err(frognano_core::Error::invalid(
+                "episode runner",
+                "it must return a list with one entry per task",
+            )
+            .into());
+        };
+        if entries.len() != tasks.len() {
+            return Err(frognano_core::Error::invalid(
+                "episode runner",
+                format!(
+                    "it returned {} entries for {} tasks",
+                    entries.len(),
+                    tasks.len()
+                ),
+            )
+            .into());
+        }
+        let mut out = Vec::with_capacity(entries.len());
+        for mut entry in entries {
+            if let Some(record) = entry.get_mut("record").map(Value::take) {
+                let record: frognano_env::EpisodeRecord =
+                    serde_json::from_value(record).map_err(|e| {
+                        frognano_core::Error::invalid("episode runner", format!("a record: {e}"))
+                    })?;
+                on_done(&record);
+                out.push(Ok(record));
+            } else {
+                let error = entry["failed"]["error"]
+                    .as_str()
+                    .unwrap_or("the episode did not run")
+                    .to_string();
+                out.push(Err(error));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn episode_runner(
+    rollouts: Option<Bound<'_, PyAny>>,
+    slot: &ErrorSlot,
+) -> Option<Box<dyn frognano_train::EpisodeRunner>> {
+    rollouts.map(|callable| -> Box<dyn frognano_train::EpisodeRunner> {
+        Box::new(PyEpisodeRunner(PyComponent {
+            object: callable.unbind(),
+            slot: slot.clone(),
+        }))
+    })
+}
+
+/// train(config=None, out=None, *, sandbox=None, progress=None, rollouts=None) -> report dict
 ///
 /// The whole training job behind `frognano train`: synthesize a held-out set (and, for the
 /// static and easy-to-hard curricula, a training set), train the repair policy with the
@@ -344,16 +422,21 @@ impl RunObserver for PyObserver {
 /// examples/repos/{textkit,tinyparse,ordstructs} are used (under the current directory, else
 /// the source tree the package was built from), as `frognano train` does. out: output directory (metrics.jsonl, checkpoint.json, held_out.jsonl, eval.jsonl;
 /// an existing checkpoint is resumed). progress: a callable receiving (event, data) for
-/// "stage" ({"name"}) and "iteration" (the metrics). Returns the TrainReport as a dict.
+/// "stage" ({"name"}) and "iteration" (the metrics). rollouts: an episode runner for the
+/// training rollouts (rollouts(policy_state, tasks, env) -> entries; frognano.train(ray_address=)
+/// passes a cluster's). Returns the TrainReport as a dict.
 #[pyfunction]
-#[pyo3(signature = (config=None, out=None, *, sandbox=None, progress=None))]
+#[pyo3(signature = (config=None, out=None, *, sandbox=None, progress=None, rollouts=None))]
 fn train<'py>(
     py: Python<'py>,
     config: Option<Bound<'py, PyAny>>,
     out: Option<PathBuf>,
     sandbox: Option<PyRef<'py, PySandbox>>,
     progress: Option<Py<PyAny>>,
+    rollouts: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let slot: ErrorSlot = Arc::default();
+    let runner = episode_runner(rollouts, &slot);
     let mut config = match config {
         None => TrainConfig::default(),
         Some(c) if c.is_instance_of::<PyDict>() => {
@@ -375,9 +458,12 @@ fn train<'py>(
     let report = run_interruptibly(py, &cancel, move || {
         let mut observer = PyObserver { callback: progress };
         let pools = frognano_train::prepare_pools(&sandbox, &config, &mut observer)?;
-        frognano_train::run(&sandbox, &config, &pools, &mut observer, Some(flag))
-    })?
-    .map_err(|e| py_err(py, e))?;
+        frognano_train::run_with(&sandbox, &config, &pools, &mut observer, Some(flag), runner)
+    })?;
+    if let Some(raised) = lock(&slot).take() {
+        return Err(raised);
+    }
+    let report = report.map_err(|e| py_err(py, e))?;
     to_py(py, &report)
 }
 

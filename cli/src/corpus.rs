@@ -95,6 +95,10 @@ pub struct BuildArgs {
     rebuild: bool,
     #[command(flatten)]
     image: ImageArgs,
+    /// With --ray the entries are built by the cluster's workers, one entry each at a time;
+    /// the corpus folder must be on a path every node shares.
+    #[command(flatten)]
+    ray: crate::cluster::RayArgs,
 }
 
 #[derive(Args, Debug)]
@@ -258,6 +262,9 @@ fn build(args: &BuildArgs) -> anyhow::Result<ExitCode> {
             args.corpus.display()
         );
     }
+    if args.ray.address.is_some() {
+        return build_on_cluster(args, &corpus, only);
+    }
     let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
     let cancel = cancel_on_ctrl_c();
     let options = BuildOptions {
@@ -343,6 +350,63 @@ fn build(args: &BuildArgs) -> anyhow::Result<ExitCode> {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// `frognano corpus build --ray`: the entries spread over a Ray cluster's workers.
+fn build_on_cluster(
+    args: &BuildArgs,
+    corpus: &Corpus,
+    only: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let root = std::path::absolute(corpus.root())?;
+    let request = serde_json::json!({
+        "corpus": root,
+        "only": only,
+        "timeout": args.timeout,
+        "retry_failed": args.retry_failed,
+        "rebuild": args.rebuild,
+    });
+    let bar = crate::cluster::bar("entries");
+    let mut summary = serde_json::Value::Null;
+    crate::cluster::run(&args.ray, "corpus-build", request, Some(&bar), |event| {
+        match event["event"].as_str() {
+            Some("manifest") => {
+                let manifest: Manifest = serde_json::from_value(event["manifest"].clone())
+                    .context("a manifest from the cluster")?;
+                say(&bar, entry_line(&manifest));
+            }
+            Some("done") => {
+                summary = event["summary"].clone();
+                crate::cluster::report_deaths(event);
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    print_summary(&corpus.manifests()?);
+    let count = |key: &str| summary[key].as_u64().unwrap_or(0);
+    println!(
+        "built {} entries on the cluster in {:.0} s ({} kept from earlier builds); {} ready, \
+         {} failed",
+        count("built"),
+        summary["seconds"].as_f64().unwrap_or(0.0),
+        count("kept"),
+        count("ready"),
+        count("failed"),
+    );
+    let errors = summary["errors"].as_array().cloned().unwrap_or_default();
+    for error in &errors {
+        eprintln!(
+            "  {} could not be built: {}",
+            error["id"].as_str().unwrap_or("?"),
+            error["error"].as_str().unwrap_or("?")
+        );
+    }
+    Ok(if errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     })
 }
 

@@ -64,6 +64,8 @@ pub struct EvalArgs {
     json: bool,
     #[command(flatten)]
     image: ImageArgs,
+    #[command(flatten)]
+    ray: crate::cluster::RayArgs,
 }
 
 fn workers(requested: Option<usize>) -> anyhow::Result<usize> {
@@ -108,6 +110,10 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
             .collect();
     }
     let spec: PolicySpec = args.policy.parse()?;
+    if args.ray.address.is_some() {
+        let report = eval_on_cluster(args, &tasks)?;
+        return print_report(args, tasks.len(), &report);
+    }
     let generation = GenerationOptions {
         max_new_tokens: args.max_new_tokens,
         temperature: args.temperature,
@@ -173,16 +179,89 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = write_error {
         bail!("writing episode records: {e}");
     }
+    print_report(args, tasks.len(), &report)
+}
+
+/// The evaluation on a Ray cluster: episodes stream back in task order, the records go to
+/// `--out` as they come, and the report is made from them as a local run's is.
+fn eval_on_cluster(args: &EvalArgs, tasks: &[Task]) -> anyhow::Result<frognano_env::EvalReport> {
+    if args.temperature != 0.0
+        || args.max_new_tokens != 384
+        || args.seed != 0
+        || args.max_observation_chars != EnvConfig::default().max_observation_chars
+    {
+        bail!(
+            "--ray runs with the default model settings and observation budget: leave out \
+             --temperature, --max-new-tokens, --seed and --max-observation-chars, or \
+             evaluate without --ray"
+        );
+    }
+    let mut out = match &args.out {
+        Some(path) => Some(BufWriter::new(
+            File::create(path).with_context(|| format!("create {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let request = serde_json::json!({
+        "tasks": tasks,
+        "policy": args.policy,
+        "max_steps": args.max_steps,
+        "envs_per_actor": args.workers,
+    });
+    let bar = crate::cluster::bar("episodes");
+    let mut records = Vec::new();
+    let mut failed = Vec::new();
+    let (mut wall_s, mut workers) = (0.0, 0);
+    crate::cluster::run(&args.ray, "eval", request, Some(&bar), |event| {
+        match event["event"].as_str() {
+            Some("record") => {
+                let record: frognano_env::EpisodeRecord =
+                    serde_json::from_value(event["record"].clone())
+                        .context("an episode record from the cluster")?;
+                if let Some(out) = out.as_mut() {
+                    serde_json::to_writer(&mut *out, &record)?;
+                    out.write_all(b"\n")?;
+                    out.flush()?;
+                }
+                records.push(record);
+            }
+            Some("failed") => {
+                let task = serde_json::from_value::<frognano_env::FailedTask>(event.clone())
+                    .context("a failed task from the cluster")?;
+                bar.println(format!("task {}: {}", task.task_id, task.error));
+                failed.push(task);
+            }
+            Some("done") => {
+                wall_s = event["wall_s"].as_f64().unwrap_or(0.0);
+                workers = event["workers"].as_u64().unwrap_or(0) as usize;
+                crate::cluster::report_deaths(event);
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    let steps = records.iter().map(|r| r.steps.len()).sum();
+    Ok(frognano_env::EvalReport::from_records(
+        &records, failed, steps, wall_s, workers,
+    ))
+}
+
+/// Prints an evaluation report (table or JSON) and gives the exit code.
+fn print_report(
+    args: &EvalArgs,
+    task_count: usize,
+    report: &frognano_env::EvalReport,
+) -> anyhow::Result<ExitCode> {
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-        return Ok(exit_code(&report));
+        println!("{}", serde_json::to_string(report)?);
+        return Ok(exit_code(report));
     }
     let summary = &report.summary;
     println!(
         "{}",
         table(&[
             ("policy", args.policy.clone()),
-            ("tasks", tasks.len().to_string()),
+            ("tasks", task_count.to_string()),
             ("episodes", summary.episodes.to_string()),
             (
                 "resolved",
@@ -236,7 +315,7 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.out {
         println!("episode records: {}", path.display());
     }
-    Ok(exit_code(&report))
+    Ok(exit_code(report))
 }
 
 /// 0 when every task ran, 1 when some could not be reset or the policy failed some episodes.

@@ -19,6 +19,7 @@ mod bench_learner;
 mod bench_policy;
 mod bench_sandbox;
 mod bench_serve;
+mod cluster;
 mod corpus;
 mod eval;
 mod models;

@@ -42,8 +42,15 @@ pub struct SynthArgs {
     /// List the mutation operators and exit.
     #[arg(long)]
     list_operators: bool,
+    /// With --ray: syntheses run side by side on the cluster (default: one per worker), with
+    /// seeds SEED, SEED+1, ...; their tasks are merged without duplicates. One shard gives the
+    /// tasks of a single-machine run with the same seed.
+    #[arg(long, requires = "address")]
+    shards: Option<usize>,
     #[command(flatten)]
     image: ImageArgs,
+    #[command(flatten)]
+    ray: crate::cluster::RayArgs,
 }
 
 /// What the bugs of synthesized tasks look like: shared by `frognano synth` and
@@ -247,6 +254,77 @@ fn relative_sources(tasks: &mut [Task], out: &Path) {
     }
 }
 
+/// `frognano synth --ray`: shards of the synthesis on a Ray cluster's workers.
+fn synth_on_cluster(
+    args: &SynthArgs,
+    repo: &Path,
+    config: &SynthConfig,
+) -> anyhow::Result<ExitCode> {
+    if args.shards == Some(0) {
+        bail!("--shards must be at least 1");
+    }
+    let repo = std::path::absolute(repo).with_context(|| format!("{}", repo.display()))?;
+    let request = serde_json::json!({
+        "repo": repo,
+        "n": args.count,
+        "seed": config.seed,
+        "shards": args.shards,
+        "options": {
+            "operators": (!config.operators.is_empty()).then_some(&config.operators),
+            "max_bugs": config.max_bugs,
+            "scope": args.bugs.scope,
+            "hint_levels": config.hint_levels,
+            "reproduce": config.reproduce,
+            "select_tests": config.select_tests,
+            "max_candidates": (config.max_candidates > 0).then_some(config.max_candidates),
+        },
+    });
+    let bar = crate::cluster::bar("shards");
+    let mut tasks: Vec<Task> = Vec::new();
+    let mut stats = serde_json::Value::Null;
+    crate::cluster::run(&args.ray, "synth", request, Some(&bar), |event| {
+        if event["event"] == "done" {
+            tasks =
+                serde_json::from_value(event["tasks"].clone()).context("tasks from the cluster")?;
+            stats = event["stats"].clone();
+            crate::cluster::report_deaths(event);
+        }
+        Ok(())
+    })?;
+    let number = |key: &str| stats[key].as_f64().unwrap_or(0.0);
+    let mut summary = Table::new();
+    summary.load_preset(UTF8_FULL_CONDENSED);
+    summary.set_header(vec!["metric", "value"]);
+    for (name, value) in [
+        ("tasks", format!("{} of {} asked", tasks.len(), args.count)),
+        ("shards", format!("{}", number("shards"))),
+        ("candidates tried", format!("{}", number("candidates"))),
+        ("duplicates skipped", format!("{}", number("duplicates"))),
+        ("validation runs", format!("{}", number("validation_runs"))),
+        ("worker time", format!("{:.1} s", number("elapsed_s"))),
+    ] {
+        summary.add_row(vec![name.to_string(), value]);
+    }
+    println!("{summary}");
+    if let Some(failed) = stats["failed_shards"].as_array()
+        && !failed.is_empty()
+    {
+        for reason in failed {
+            eprintln!("a shard failed: {}", reason.as_str().unwrap_or("?"));
+        }
+    }
+    if let Some(out) = &args.out {
+        relative_sources(&mut tasks, out);
+        taskset::save_tasks(out, &tasks).with_context(|| format!("write {}", out.display()))?;
+        println!("tasks: {}", out.display());
+    }
+    Ok(if tasks.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 pub fn synth(args: &SynthArgs) -> anyhow::Result<ExitCode> {
     if args.list_operators {
         list_operators();
@@ -259,6 +337,9 @@ pub fn synth(args: &SynthArgs) -> anyhow::Result<ExitCode> {
         bail!("-n must be at least 1");
     }
     let config = config_of(args)?;
+    if args.ray.address.is_some() {
+        return synth_on_cluster(args, repo, &config);
+    }
     let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
     let (mut tasks, synth) = synthesize(sandbox, repo, config, args.count, "synth")?;
     let stats = synth.stats();

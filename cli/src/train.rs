@@ -44,6 +44,11 @@ pub struct TrainArgs {
     estimator: Option<String>,
     #[command(flatten)]
     image: ImageArgs,
+    /// With --ray the training rollouts run on the cluster's workers (the repair policy's
+    /// state travels each iteration); synthesis, learning and the held-out evaluation stay
+    /// on this machine.
+    #[command(flatten)]
+    ray: crate::cluster::RayArgs,
 }
 
 #[derive(Args, Debug)]
@@ -358,6 +363,50 @@ fn sandbox(image: &ImageArgs) -> anyhow::Result<Arc<Sandbox>> {
     Ok(Arc::new(open_sandbox(image.options()?, false)?))
 }
 
+/// The training job with its rollouts on a Ray cluster, shown on the same bars.
+fn train_on_cluster(
+    ray: &crate::cluster::RayArgs,
+    config: &TrainConfig,
+    bars: &mut Bars,
+) -> anyhow::Result<TrainReport> {
+    if !matches!(config.policy, frognano_train::PolicyConfig::Repair(_)) {
+        bail!(
+            "--ray trains the repair policy (its state travels to the workers); a language \
+             model's rollouts run where its weights are: train it without --ray"
+        );
+    }
+    let request = serde_json::json!({"config": config, "out": config.out});
+    let mut report = None;
+    let mut iteration = 0;
+    crate::cluster::run(ray, "train", request, None, |event| {
+        let data = &event["data"];
+        match event["event"].as_str() {
+            Some("stage") => bars.stage(data["name"].as_str().unwrap_or("")),
+            Some("episodes") => bars.episode(TrainProgress {
+                iteration,
+                episodes_done: data["done"].as_u64().unwrap_or(0) as usize,
+                episodes_total: data["total"].as_u64().unwrap_or(0) as usize,
+                resolved: 0,
+            }),
+            Some("iteration") => {
+                let metrics: IterationMetrics =
+                    serde_json::from_value(data.clone()).context("iteration metrics")?;
+                iteration = metrics.iteration + 1;
+                bars.iteration(&metrics);
+            }
+            Some("done") => {
+                report = Some(
+                    serde_json::from_value(event["report"].clone())
+                        .context("the training report from the cluster")?,
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    report.context("the cluster driver ended without a report")
+}
+
 /// `frognano train`.
 pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let mut config = config_of(
@@ -391,10 +440,14 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         config.held_out,
         out.display()
     );
-    let sandbox = sandbox(&args.image)?;
     let mut bars = Bars::new(config.iterations, "");
-    let pools = prepare_pools(&sandbox, &config, &mut bars)?;
-    let report = frognano_train::run(&sandbox, &config, &pools, &mut bars, None)?;
+    let report = if args.ray.address.is_some() {
+        train_on_cluster(&args.ray, &config, &mut bars)?
+    } else {
+        let sandbox = sandbox(&args.image)?;
+        let pools = prepare_pools(&sandbox, &config, &mut bars)?;
+        frognano_train::run(&sandbox, &config, &pools, &mut bars, None)?
+    };
     bars.finish();
     let plot = out.join("curves.png");
     write_png(&plot, &curves(&report))?;

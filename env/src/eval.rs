@@ -41,6 +41,35 @@ impl EvalReport {
     pub fn all_ran(&self) -> bool {
         self.failed_tasks.is_empty()
     }
+
+    /// The report of episodes that ran elsewhere (on a cluster's workers) or were gathered
+    /// from several runs: `steps` environment steps in `wall_s` seconds over `workers`
+    /// environments. [`evaluate`] builds its own report here too, so both read the same.
+    pub fn from_records(
+        records: &[EpisodeRecord],
+        failed_tasks: Vec<FailedTask>,
+        steps: usize,
+        wall_s: f64,
+        workers: usize,
+    ) -> EvalReport {
+        let mean_reset_ms = if records.is_empty() {
+            0.0
+        } else {
+            records.iter().map(|r| r.reset_ms).sum::<f64>() / records.len() as f64
+        };
+        EvalReport {
+            summary: EvalSummary::of(records),
+            steps_per_s: if wall_s > 0.0 {
+                steps as f64 / wall_s
+            } else {
+                0.0
+            },
+            wall_s,
+            mean_reset_ms,
+            workers,
+            failed_tasks,
+        }
+    }
 }
 
 /// Runs `policy` on every task through `pool` (one episode per task) and summarises the
@@ -77,19 +106,13 @@ pub fn evaluate<E: RolloutEnv>(
             failed_tasks.push(failed);
         },
     )?;
-    let mean_reset_ms = if records.is_empty() {
-        0.0
-    } else {
-        records.iter().map(|r| r.reset_ms).sum::<f64>() / records.len() as f64
-    };
-    let report = EvalReport {
-        summary: EvalSummary::of(&records),
-        steps_per_s: stats.steps_per_s(),
-        wall_s: stats.wall_s,
-        mean_reset_ms,
-        workers: pool.len(),
+    let report = EvalReport::from_records(
+        &records,
         failed_tasks,
-    };
+        stats.steps,
+        stats.wall_s,
+        pool.len(),
+    );
     Ok((report, records))
 }
 

@@ -34,4 +34,4 @@ pub use language_bench::{
     LearnerBench, LearnerBenchOptions, RatioSummary, bench_learner, max_abs_diff, onnx_logprobs,
 };
 pub use run::*;
-pub use trainer::{GrpoTrainer, TrainProgress, TrainerConfig};
+pub use trainer::{EpisodeRunner, GrpoTrainer, TrainProgress, TrainerConfig};

@@ -490,6 +490,19 @@ pub fn run(
     observer: &mut dyn RunObserver,
     cancel: Option<Arc<AtomicBool>>,
 ) -> Result<TrainReport> {
+    run_with(sandbox, config, pools, observer, cancel, None)
+}
+
+/// [`run`] with the training rollouts sent through `runner` (a cluster's workers) instead of
+/// the local pool; synthesis, learning and the held-out evaluation stay here.
+pub fn run_with(
+    sandbox: &Arc<Sandbox>,
+    config: &TrainConfig,
+    pools: &TaskPools,
+    observer: &mut dyn RunObserver,
+    cancel: Option<Arc<AtomicBool>>,
+    runner: Option<Box<dyn crate::EpisodeRunner>>,
+) -> Result<TrainReport> {
     config.validate()?;
     let started = std::time::Instant::now();
     if pools.held_out.is_empty() {
@@ -510,6 +523,9 @@ pub fn run(
         GrpoTrainer::new(sandbox.clone(), policy, curriculum, config.trainer.clone())?;
     if let Some(flag) = &cancel {
         trainer.set_cancel_flag(flag.clone());
+    }
+    if let Some(runner) = runner {
+        trainer.set_episode_runner(runner);
     }
     let checkpoint = config.out.as_ref().map(|o| o.join("checkpoint.json"));
     if let Some(out) = &config.out {

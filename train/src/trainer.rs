@@ -105,6 +105,22 @@ pub struct TrainProgress {
 
 type ProgressHook = Box<dyn FnMut(TrainProgress) + Send>;
 
+/// Runs a trainer's episodes outside its own pool, e.g. on a cluster's workers (the Python
+/// package's `frognano.distributed` implements it over Ray).
+pub trait EpisodeRunner: Send {
+    /// One episode per task, acted by the policy whose [`LearningPolicy::state`] is
+    /// `policy_state` (rebuilt wherever the episode runs) in environments with the budgets of
+    /// `env`, in task order: the episode's record, or why the task could not run. `on_done` is
+    /// called as episodes finish.
+    fn run(
+        &mut self,
+        policy_state: &serde_json::Value,
+        tasks: &[Task],
+        env: &EnvConfig,
+        on_done: &mut dyn FnMut(&EpisodeRecord),
+    ) -> Result<Vec<std::result::Result<EpisodeRecord, String>>>;
+}
+
 /// The group-advantage trainer. See [`Trainer`].
 ///
 /// It rolls out in an [`EnvPool`] of [`RepoEnv`]s over a sandbox ([`GrpoTrainer::new`]) or in
@@ -120,6 +136,7 @@ pub struct GrpoTrainer<E = RepoEnv> {
     progress: Option<ProgressHook>,
     cancel: Option<Arc<AtomicBool>>,
     last_batch: Option<TrainingBatch>,
+    runner: Option<Box<dyn EpisodeRunner>>,
 }
 
 impl<E> std::fmt::Debug for GrpoTrainer<E> {
@@ -177,6 +194,7 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
             progress: None,
             cancel: None,
             last_batch: None,
+            runner: None,
         })
     }
 
@@ -193,6 +211,12 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
     /// Called after every finished episode.
     pub fn set_progress(&mut self, hook: impl FnMut(TrainProgress) + Send + 'static) {
         self.progress = Some(Box::new(hook));
+    }
+
+    /// Runs the iterations' rollouts through `runner` instead of the trainer's pool (the policy
+    /// travels by its state; learning stays here).
+    pub fn set_episode_runner(&mut self, runner: Box<dyn EpisodeRunner>) {
+        self.runner = Some(runner);
     }
 
     /// Setting the flag stops training between episodes ([`TrainError::Cancelled`]).
@@ -333,24 +357,59 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
         let cancel = self.cancel.clone();
         let mut progress = self.progress.take();
         let mut resolved = 0usize;
-        let rollout = self.pool.rollout(
-            self.policy.as_mut(),
-            &expanded,
-            |record| {
-                resolved += usize::from(record.outcome.resolved);
-                records.push(record);
-                if let Some(hook) = progress.as_mut() {
-                    hook(TrainProgress {
-                        iteration,
-                        episodes_done: records.len(),
-                        episodes_total: total,
-                        resolved,
-                    });
-                }
-            },
-            |task, e| reset_errors.push(format!("{}: {e}", task.id)),
-        );
-        self.progress = progress;
+        let mut done = 0usize;
+        let mut on_record = |record: &EpisodeRecord| {
+            resolved += usize::from(record.outcome.resolved);
+            done += 1;
+            if let Some(hook) = progress.as_mut() {
+                hook(TrainProgress {
+                    iteration,
+                    episodes_done: done,
+                    episodes_total: total,
+                    resolved,
+                });
+            }
+        };
+        let rollout = match self.runner.as_mut() {
+            None => self
+                .pool
+                .rollout(
+                    self.policy.as_mut(),
+                    &expanded,
+                    |record| {
+                        on_record(&record);
+                        records.push(record);
+                    },
+                    |task, e| reset_errors.push(format!("{}: {e}", task.id)),
+                )
+                .map_err(TrainError::from),
+            Some(runner) => {
+                let state = self.policy.state()?;
+                runner
+                    .run(&state, &expanded, &self.config.env, &mut on_record)
+                    .map(|results| {
+                        for (task, result) in expanded.iter().zip(results) {
+                            match result {
+                                Ok(record) => records.push(record),
+                                Err(e) => reset_errors.push(format!("{}: {e}", task.id)),
+                            }
+                        }
+                        frognano_env::RolloutStats {
+                            episodes: records.len(),
+                            resolved: records.iter().filter(|r| r.outcome.resolved).count(),
+                            steps: records.iter().map(|r| r.steps.len()).sum(),
+                            resets: records.len(),
+                            failed_resets: reset_errors.len(),
+                            failed_episodes: records
+                                .iter()
+                                .filter(|r| r.policy_error.is_some())
+                                .count(),
+                            reset_s: 0.0,
+                            wall_s: rolling.elapsed().as_secs_f64(),
+                        }
+                    })
+            }
+        };
         let stats = rollout?;
         let rollout_s = rolling.elapsed().as_secs_f64();
         if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {

@@ -40,6 +40,11 @@ ONNX Runtime's library comes from the runtime_library argument, FROGNANO_ORT_LIB
 interpreter's onnxruntime package when it is installed, or the inference environment that
 frognano.setup_inference() installs into the cache.
 
+evaluate, synthesize and corpus_build spread their work over a Ray cluster when given
+ray_address (frognano.distributed; needs pip install 'frognano[ray]'):
+
+>>> summary, records = frognano.evaluate(tasks, "oracle", ray_address="auto")
+
 The first Sandbox (or frognano.setup()) fetches the runtime with pip, verifies its sha256,
 and compiles and snapshots it into the cache (frognano.cache_dir()); later ones start in
 milliseconds.
@@ -71,7 +76,9 @@ from ._frognano import (  # noqa: E402
     __version__,
     cache_dir,
     convert_checkpoint,
-    evaluate,
+    corpus_add,
+    corpus_entries,
+    eval_report,
     fetch_model,
     group_advantages,
     known_models,
@@ -85,14 +92,97 @@ from ._frognano import (  # noqa: E402
     save_token_batch,
     setup,
     setup_inference,
-    synthesize,
     to_swe_bench,
     tool_instructions,
     tool_schemas,
-    train,
 )
 
 from ._frognano import _load_token_batch_raw, _token_batch_raw  # noqa: E402
+from . import _frognano  # noqa: E402
+
+
+def evaluate(tasks, policy=None, *, sandbox=None, workers=None, max_steps=30, out=None,
+             ray_address=None, actors=None, max_retries=2, shared_paths=False, progress=None):
+    """Runs policy on every task (one episode each) and returns (report, records).
+
+    policy: "oracle" (default), "noop", "random[:SEED]", "repair[:CHECKPOINT]", "onnx:MODEL",
+    "openai:URL@MODEL", a RepairPolicy, OnnxPolicy or HttpPolicy, or any object with
+    act(contexts). out: write the records as JSONL.
+
+    ray_address ("auto", "HOST:PORT", "ray://...", "local") runs the episodes on a Ray
+    cluster's FrogNano workers instead (frognano.distributed.Cluster): actors workers with
+    workers environments each (default: one per CPU, one environment each), a worker that dies
+    has its episodes retried up to max_retries times, and the records come back in task order.
+    There the policy must travel: a spec string, a RepairPolicy, or a picklable object.
+    progress(done, total) sees each finished episode."""
+    if ray_address is None:
+        return _frognano.evaluate(tasks, policy, sandbox=sandbox, workers=workers,
+                                  max_steps=max_steps, out=out)
+    from . import distributed
+
+    with distributed.connect(ray_address, actors=actors, envs_per_actor=workers,
+                             max_retries=max_retries, shared_paths=shared_paths) as cluster:
+        return cluster.evaluate(tasks, policy, max_steps=max_steps, out=out, progress=progress)
+
+
+def synthesize(repo, n, *, ray_address=None, shards=None, actors=None, max_retries=2,
+               **kwargs):
+    """Synthesizer(repo, **kwargs).generate(n) and its stats: (tasks, stats).
+
+    ray_address runs it on a Ray cluster as `shards` syntheses (default: one per worker) with
+    seeds seed, seed + 1, ...; their tasks are merged without duplicates (up to n). One shard
+    gives the tasks of the single-machine call with the same seed."""
+    if ray_address is None:
+        return _frognano.synthesize(repo, n, **kwargs)
+    from . import distributed
+
+    if "sandbox" in kwargs:
+        raise InvalidArgumentError("sandbox= is for single-machine runs: each worker of the "
+                                   "cluster has its own")
+    seed = kwargs.pop("seed", 0)
+    with distributed.connect(ray_address, actors=actors, max_retries=max_retries) as cluster:
+        return cluster.synthesize(repo, n, shards=shards, seed=seed, **kwargs)
+
+
+def train(config=None, out=None, *, sandbox=None, progress=None, ray_address=None,
+          actors=None, max_retries=2):
+    """The whole training job (frognano train): held-out synthesis, training, evaluation.
+    Returns the TrainReport as a dict. progress(event, data) sees "stage" and "iteration".
+
+    ray_address runs the training rollouts (the bulk of the work) on a Ray cluster's workers,
+    the repair policy's state travelling each iteration; synthesis, learning and the held-out
+    evaluation stay here."""
+    if ray_address is None:
+        return _frognano.train(config, out, sandbox=sandbox, progress=progress)
+    from . import distributed
+
+    return distributed.train(config, out, address=ray_address, sandbox=sandbox,
+                             progress=progress, actors=actors, max_retries=max_retries)
+
+
+def corpus_build(corpus, *, only=None, jobs=0, timeout=180.0, retry_failed=False,
+                 rebuild=False, sandbox=None, progress=None, ray_address=None, actors=None,
+                 max_retries=2):
+    """Builds a corpus's unfinished entries (frognano corpus build) and returns built, kept,
+    ready, failed, unfinished, seconds and manifests (the entries finished by this call).
+
+    ray_address builds one entry per worker at a time on a Ray cluster; the corpus folder must
+    be on a path every node shares. progress(id, message) on one machine, progress(done,
+    total) on a cluster."""
+    if ray_address is None:
+        return _frognano.corpus_build(corpus, only=only, jobs=jobs, timeout=timeout,
+                                      retry_failed=retry_failed, rebuild=rebuild,
+                                      sandbox=sandbox, progress=progress)
+    from . import distributed
+
+    manifests = []
+    with distributed.connect(ray_address, actors=actors, max_retries=max_retries,
+                             shared_paths=True) as cluster:
+        summary = cluster.build_corpus(corpus, only=only, timeout=timeout,
+                                       retry_failed=retry_failed, rebuild=rebuild,
+                                       progress=progress, on_manifest=manifests.append)
+    summary["manifests"] = manifests
+    return summary
 
 
 def _numpy_arrays(raw: dict) -> dict:
@@ -135,6 +225,10 @@ __all__ = [
     "RepoEnv",
     "EnvPool",
     "evaluate",
+    "eval_report",
+    "corpus_add",
+    "corpus_entries",
+    "corpus_build",
     "load_tasks",
     "save_tasks",
     "to_swe_bench",

@@ -65,6 +65,12 @@ class InferenceError(FrognanoError):
     options or prompts are an InvalidArgumentError.)"""
 
 
+class ClusterError(FrognanoError):
+    """Work could not be spread over a Ray cluster: Ray is not installed (the message says what
+    to install), the cluster cannot be reached, or no FrogNano worker could be started on it.
+    (A unit of work that fails on a worker is reported in the results, not raised.)"""
+
+
 __all__ = [
     "FrognanoError",
     "SetupError",
@@ -79,4 +85,5 @@ __all__ = [
     "SynthesisError",
     "TrainingError",
     "InferenceError",
+    "ClusterError",
 ]

@@ -191,6 +191,15 @@ def evaluate(
     max_steps: int = 30,
     out: Optional[_Path] = None,
 ) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]: ...
+def eval_report(
+    records: Sequence[Dict[str, Any]],
+    failed_tasks: Optional[Sequence[Dict[str, Any]]] = None,
+    *,
+    steps: Optional[int] = None,
+    wall_s: float = 0.0,
+    workers: int = 0,
+) -> Dict[str, Any]:
+    """The report evaluate returns, from episode records gathered elsewhere."""
 def load_tasks(path: _Path) -> List[_Task]: ...
 def save_tasks(path: _Path, tasks: Sequence[Union[_Task, str]]) -> None: ...
 def save_token_batch(batch: Dict[str, Any], path: _Path) -> None: ...
@@ -275,6 +284,22 @@ def synthesize(
     timeout_factor: float = 3.0,
 ) -> Tuple[List[_Task], Dict[str, Any]]:
     """Synthesizer(repo, **kwargs).generate(n) and its stats."""
+def corpus_add(corpus: _Path, specs: Sequence[str]) -> List[str]:
+    """Adds specs to a corpus (created when needed); returns their entry ids."""
+def corpus_entries(corpus: _Path) -> List[Dict[str, Any]]:
+    """id, spec and status ("ready", "failed" or None) of every entry."""
+def corpus_build(
+    corpus: _Path,
+    *,
+    only: Optional[Sequence[str]] = None,
+    jobs: int = 0,
+    timeout: float = 180.0,
+    retry_failed: bool = False,
+    rebuild: bool = False,
+    sandbox: Optional[Sandbox] = None,
+    progress: Optional[Callable[[str, str], None]] = None,
+) -> Dict[str, Any]:
+    """Builds the unfinished entries; returns the counts and the manifests it finished."""
 def mutation_operators() -> List[Dict[str, str]]:
     """name, family ("swe-smith" or "extra") and description of every mutation operator."""
 
@@ -407,6 +432,7 @@ class GrpoTrainer:
         max_steps: Optional[int] = None,  # default 40
         metrics_file: Optional[_Path] = None,
         format_reward: Optional[float] = None,
+        rollouts: Optional[Callable[[Dict[str, Any], List[_Task], Dict[str, Any]], List[Dict[str, Any]]]] = None,
     ) -> GrpoTrainer: ...
     def iterate(self) -> Dict[str, Any]:
         """One iteration; returns {iteration, resolved_rate, rollouts, extra}."""
@@ -436,6 +462,7 @@ def train(
     *,
     sandbox: Optional[Sandbox] = None,
     progress: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+    rollouts: Optional[Callable[[Dict[str, Any], List[_Task], Dict[str, Any]], List[Dict[str, Any]]]] = None,
 ) -> Dict[str, Any]:
     """The whole training job (frognano train): held-out synthesis, training, evaluation.
     Returns the TrainReport as a dict."""
