@@ -116,6 +116,7 @@ def test_repositories_pack_to_the_same_bytes_and_unpack_whole(tmp_path):
     again, same = distributed.pack_repository(REPOS / "tinyparse")
     assert (digest, data) == (again, same)
     folder = distributed.unpack_repository(digest, data, str(tmp_path))
+    assert Path(folder).name == "tinyparse"  # task ids are made from the repository's name
     shipped = sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob("*")
                      if p.is_file())
     original = sorted(p.relative_to(REPOS / "tinyparse").as_posix()

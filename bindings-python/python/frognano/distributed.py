@@ -80,7 +80,9 @@ def _tree_files(root: str) -> List[str]:
 
 def pack_repository(path: str) -> Tuple[str, bytes]:
     """(sha256, archive) of a repository directory or bundle file: a tar.gz with sorted
-    entries and no times or owners, so the same content always packs to the same bytes."""
+    entries and no times or owners, so the same content always packs to the same bytes. The
+    archive holds one top-level entry named as the repository (task ids and module maps are
+    made from that name)."""
     import gzip
 
     path = os.path.abspath(path)
@@ -89,17 +91,16 @@ def pack_repository(path: str) -> Tuple[str, bytes]:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as stream:
         with tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT) as archive:
-            if os.path.isdir(path):
-                for file in _tree_files(path):
-                    _add_file(archive, path, file)
-            else:
-                _add_file(archive, os.path.dirname(path), path)
+            base = os.path.dirname(path)
+            files = _tree_files(path) if os.path.isdir(path) else [path]
+            for file in files:
+                _add_file(archive, base, path, file)
     data = buffer.getvalue()
     return hashlib.sha256(data).hexdigest(), data
 
 
-def _add_file(archive: tarfile.TarFile, root: str, file: str) -> None:
-    info = archive.gettarinfo(file, arcname=os.path.relpath(file, root))
+def _add_file(archive: tarfile.TarFile, base: str, root: str, file: str) -> None:
+    info = archive.gettarinfo(file, arcname=os.path.relpath(file, base))
     info.mtime = 0
     info.uid = info.gid = 0
     info.uname = info.gname = ""
@@ -119,10 +120,10 @@ def _add_file(archive: tarfile.TarFile, root: str, file: str) -> None:
 
 def unpack_repository(digest: str, data: bytes, cache: str) -> str:
     """Unpacks an archive of pack_repository into cache/<digest> once (atomically) and returns
-    that folder."""
+    the repository in it (cache/<digest>/<its name>)."""
     target = os.path.join(cache, digest)
     if os.path.isdir(target):
-        return target
+        return _only_entry(target)
     if hashlib.sha256(data).hexdigest() != digest:
         raise ClusterError(f"repository archive {digest[:12]}: the bytes do not match the hash")
     os.makedirs(cache, exist_ok=True)
@@ -138,7 +139,14 @@ def unpack_repository(digest: str, data: bytes, cache: str) -> str:
         shutil.rmtree(partial, ignore_errors=True)
         if not os.path.isdir(target):
             raise
-    return target
+    return _only_entry(target)
+
+
+def _only_entry(folder: str) -> str:
+    names = os.listdir(folder)
+    if len(names) != 1:
+        raise ClusterError(f"{folder}: a shipped repository holds {len(names)} entries, not 1")
+    return os.path.join(folder, names[0])
 
 
 class _Shipment:
@@ -163,15 +171,9 @@ class _Shipment:
         return digest, [ref], kind
 
 
-def _localised(task: Dict[str, Any], folder: str, kind: str) -> Dict[str, Any]:
+def _localised(task: Dict[str, Any], path: str) -> Dict[str, Any]:
     task = dict(task)
-    repo = dict(task["repo"])
-    if kind == "bundle":
-        names = os.listdir(folder)
-        repo["path"] = os.path.join(folder, names[0]) if len(names) == 1 else folder
-    else:
-        repo["path"] = folder
-    task["repo"] = repo
+    task["repo"] = dict(task["repo"], path=path)
     return task
 
 
@@ -265,16 +267,17 @@ class Worker:
 
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
-    def _repo(self, ticket) -> Optional[Tuple[str, str]]:
+    def _repo(self, ticket) -> Optional[str]:
+        """This node's copy of a shipped repository (unpacked on first use), or None."""
         if ticket is None:
             return None
-        digest, (ref,), kind = ticket
-        folder = os.path.join(self._cache, "repos", digest)
-        if not os.path.isdir(folder):
-            import ray
+        digest, (ref,), _kind = ticket
+        cache = os.path.join(self._cache, "repos")
+        if os.path.isdir(os.path.join(cache, digest)):
+            return _only_entry(os.path.join(cache, digest))
+        import ray
 
-            unpack_repository(digest, ray.get(ref), os.path.join(self._cache, "repos"))
-        return folder, kind
+        return unpack_repository(digest, ray.get(ref), cache)
 
     def _policy(self, description: Dict[str, Any], seed: Optional[int]) -> Any:
         if description.get("reseed") and seed is not None:
@@ -294,7 +297,7 @@ class Worker:
 
         local = self._repo(ticket)
         if local is not None:
-            task = _localised(task, *local)
+            task = _localised(task, local)
         summary, records = frognano.evaluate([task], self._policy(policy, seed),
                                              sandbox=self.sandbox, workers=1,
                                              max_steps=max_steps)
@@ -309,9 +312,7 @@ class Worker:
         import frognano
 
         local = self._repo(ticket)
-        path = local[0] if local is not None else repo
-        if local is not None and local[1] == "bundle":
-            path = _localised({"repo": {"path": path}}, *local)["repo"]["path"]
+        path = local if local is not None else repo
         tasks, stats = frognano.synthesize(path, n, sandbox=self.sandbox, **options)
         for task in tasks:
             task["repo"] = dict(task["repo"], path=repo)
@@ -371,6 +372,8 @@ class Cluster:
         if not cpus_per_actor > 0:
             raise FrognanoError(f"cpus_per_actor must be positive, got {cpus_per_actor}")
         self._owns_connection = False
+        # FrogNano's workers use no accelerator; keep Ray from warning about its future default.
+        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
         if not ray.is_initialized():
             try:
                 ray.init(address=None if address == "local" else address,
