@@ -97,6 +97,14 @@ def test_without_ray_the_error_says_what_to_install(monkeypatch):
         frognano.evaluate(frognano.load_tasks(SAMPLE_TASKS)[:1], "oracle", ray_address="auto")
 
 
+def test_frognano_does_not_import_ray():
+    out = subprocess.run([sys.executable, "-c",
+                          "import sys, frognano, frognano.distributed; "
+                          "print('ray' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_the_cli_says_what_to_install_without_ray(tmp_path):
     cli = os.environ.get("FROGNANO_CLI")
     if not cli:
@@ -165,8 +173,8 @@ def test_a_killed_worker_loses_no_episode(ray_address, sandbox):
     tasks = frognano.load_tasks(SAMPLE_TASKS)[:8]
     _, local_records = frognano.evaluate(tasks, "oracle", sandbox=sandbox, workers=2)
     with distributed.Cluster(ray_address, actors=2) as cluster:
-        workers = cluster.workers()
-        pids = [w["pid"] for w in ray.get([w.where.remote() for w in workers])]
+        pids = [where["pid"] for where in cluster.start()]
+        assert len(pids) == 2
         first_done = threading.Event()
         killed = []
 
@@ -265,6 +273,35 @@ def test_the_trainers_rollouts_run_on_the_cluster(ray_address, sandbox):
 
 
 @needs_ray
+def test_inside_a_ray_job_the_existing_connection_is_used(ray_address):
+    """A trainer's Ray actor (verl's, SkyRL's) evaluates through FrogNano's workers on the same
+    cluster, and its own Ray connection stays open afterwards."""
+    tasks = frognano.load_tasks(SAMPLE_TASKS)[:2]
+    ray.init(address=ray_address, log_to_driver=False)
+    try:
+
+        @ray.remote(num_cpus=0)
+        class TrainerActor:
+            def evaluate(self, tasks):
+                import ray as ray_inside
+
+                import frognano as fn
+
+                report, records = fn.evaluate(tasks, "oracle", ray_address="auto")
+                return report["resolved"], [r["task_id"] for r in records], \
+                    ray_inside.is_initialized()
+
+        actor = TrainerActor.remote()
+        resolved, ids, still_connected = ray.get(actor.evaluate.remote(tasks), timeout=600)
+        assert resolved == len(tasks)
+        assert ids == [t["id"] for t in tasks]
+        assert still_connected
+        ray.kill(actor)
+    finally:
+        ray.shutdown()
+
+
+@needs_ray
 def test_the_cli_runs_eval_on_the_cluster(ray_address, tmp_path):
     cli = os.environ.get("FROGNANO_CLI")
     if not cli:
@@ -281,3 +318,31 @@ def test_the_cli_runs_eval_on_the_cluster(ray_address, tmp_path):
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in lines] == [t["id"] for t in
                                              frognano.load_tasks(SAMPLE_TASKS)[:3]]
+
+
+@needs_ray
+def test_a_cluster_without_room_for_a_worker_says_so(ray_address):
+    tasks = frognano.load_tasks(SAMPLE_TASKS)[:1]
+    with distributed.Cluster(ray_address, actors=1, cpus_per_actor=64,
+                             start_timeout=3) as cluster:
+        with pytest.raises(frognano.ClusterError, match="free CPU"):
+            cluster.evaluate(tasks, "oracle")
+
+
+def _frognano_workers():
+    """Processes of FrogNano's Ray workers on this machine (Ray titles them ray::Worker)."""
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if line.startswith("ray::Worker")]
+
+
+@needs_ray
+def test_ctrl_c_stops_the_clusters_work(ray_address, ctrl_c):
+    ctrl_c(
+        setup=f"tasks = frognano.load_tasks({str(SAMPLE_TASKS)!r}) * 4",
+        call=f"frognano.evaluate(tasks, 'oracle', ray_address={ray_address!r})",
+        after=15, timeout=60,
+    )
+    deadline = time.monotonic() + 30
+    while _frognano_workers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _frognano_workers() == []

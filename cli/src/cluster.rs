@@ -157,6 +157,10 @@ pub fn run(
         bar.finish_and_clear();
     }
     if let Some(message) = failure {
+        if message == "interrupted" {
+            eprintln!("interrupted: the cluster's workers were stopped; finished work was kept");
+            std::process::exit(130);
+        }
         bail!("on the Ray cluster: {message}");
     }
     if !status.success() {

@@ -356,12 +356,15 @@ class Cluster:
     max_retries: how often a unit whose worker died is tried again before it is reported failed.
     shared_paths: tasks' repositories are on a file system every node mounts at the same path
     (nothing is shipped).
+    start_timeout: seconds to wait for a first worker to be ready (prepared its runtime) while
+    none is, before giving up with a ClusterError.
     """
 
     def __init__(self, address: str = "auto", *, actors: Optional[int] = None,
                  envs_per_actor: Optional[int] = None, cpus_per_actor: float = 1.0,
                  max_retries: int = 2, image: Optional[str] = None,
-                 shared_paths: bool = False, max_actor_starts: Optional[int] = None):
+                 shared_paths: bool = False, max_actor_starts: Optional[int] = None,
+                 start_timeout: float = 600.0):
         ray = ray_module()
         self._ray = ray
         for name, value in (("actors", actors), ("envs_per_actor", envs_per_actor)):
@@ -393,7 +396,12 @@ class Cluster:
         self.image = image
         self._max_starts = max_actor_starts if max_actor_starts is not None else 2 * actors + 8
         self._starts = 0
-        self._workers: List[Any] = []
+        self._workers: List[Any] = []  # started and not known dead
+        self._starting: Dict[Any, Any] = {}  # worker -> its where() ref, until it answers
+        self._ready: List[Any] = []
+        self._start_failures: List[str] = []
+        self.start_timeout = start_timeout
+        self.nodes: List[Dict[str, Any]] = []  # where() of every worker that started
         self._remote_class = None
         self._cancel = threading.Event()
         self.events: List[Dict[str, Any]] = []  # worker deaths and retries, for reports
@@ -411,7 +419,7 @@ class Cluster:
         for worker in self._workers:
             with contextlib.suppress(Exception):
                 self._ray.kill(worker)
-        self._workers = []
+        self._workers, self._ready, self._starting = [], [], {}
         if self._owns_connection:
             with contextlib.suppress(Exception):
                 self._ray.shutdown()
@@ -429,14 +437,51 @@ class Cluster:
             max_restarts=0,
         ).remote(self.image, sandbox_workers)
         self._workers.append(worker)
+        self._starting[worker] = worker.where.remote()
         return worker
 
+    def _poll_starting(self, timeout: float = 0.0) -> None:
+        if not self._starting:
+            return
+        by_ref = {ref: worker for worker, ref in self._starting.items()}
+        answered, _ = self._ray.wait(list(by_ref), num_returns=len(by_ref), timeout=timeout)
+        for ref in answered:
+            worker = by_ref[ref]
+            del self._starting[worker]
+            try:
+                self.nodes.append(self._ray.get(ref))
+                self._ready.append(worker)
+            except Exception as error:  # noqa: BLE001 (a worker that could not start)
+                self._start_failures.append(_one_line(getattr(error, "cause", None) or error))
+                self._forget(worker)
+
     def workers(self) -> List[Any]:
-        """The live worker handles (started on first use)."""
+        """The ready worker handles; workers are started (up to `actors`) on first use and
+        whenever one died."""
         while len(self._workers) < self.actors:
             if self._start_worker() is None:
                 break
-        return list(self._workers)
+        self._poll_starting()
+        return list(self._ready)
+
+    def start(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """Starts the workers and waits until each is ready; returns where each runs (pid,
+        node). Raises ClusterError when none can start."""
+        self.workers()
+        deadline = time.monotonic() + (self.start_timeout if timeout is None else timeout)
+        while self._starting and time.monotonic() < deadline:
+            self._poll_starting(timeout=0.5)
+        if not self._ready:
+            raise ClusterError(self._no_worker_message())
+        return list(self.nodes[-len(self._ready):])
+
+    def _no_worker_message(self) -> str:
+        if self._start_failures:
+            return (f"no FrogNano worker could start on the cluster ({self._starts} tries); "
+                    f"the last failure: {self._start_failures[-1]} (is frognano installed on "
+                    f"every node? {INSTALL_HINT})")
+        return (f"no FrogNano worker became ready within {self.start_timeout:.0f} s: does the "
+                f"cluster have {self.cpus_per_actor:g} free CPU(s) for a worker?")
 
     def shipment(self) -> _Shipment:
         return _Shipment(self._ray, self.shared_paths)
@@ -458,16 +503,21 @@ class Cluster:
         load: Dict[Any, int] = collections.Counter()
         next_out = 0
         done = 0
+        waiting_since = time.monotonic()
         try:
             while next_out < total:
                 if self._cancel.is_set():
                     raise KeyboardInterrupt("the cluster's work was cancelled")
                 live = self.workers()
                 if not live and not inflight:
-                    raise ClusterError(
-                        f"no FrogNano worker could be started on the cluster after "
-                        f"{self._starts} tries; {done} of {total} units finished"
-                    )
+                    # Nothing runs: wait for a starting worker, within start_timeout.
+                    if not self._starting or (time.monotonic() - waiting_since
+                                              > self.start_timeout):
+                        raise ClusterError(f"{self._no_worker_message()}; {done} of {total} "
+                                           "units finished")
+                    self._poll_starting(timeout=0.2)
+                    continue
+                waiting_since = time.monotonic()
                 for worker in live:
                     while pending and load[worker] < self.envs_per_actor:
                         index = pending.popleft()
@@ -511,7 +561,7 @@ class Cluster:
             for worker in self._workers:
                 with contextlib.suppress(Exception):
                     ray.kill(worker)
-            self._workers = []
+            self._workers, self._ready, self._starting = [], [], {}
             raise
 
     def cancel(self) -> None:
@@ -540,11 +590,16 @@ class Cluster:
         finally:
             signal.signal(signal.SIGINT, previous)
 
+    def _forget(self, worker) -> None:
+        for group in (self._workers, self._ready):
+            if worker in group:
+                group.remove(worker)
+        self._starting.pop(worker, None)
+        with contextlib.suppress(Exception):
+            self._ray.kill(worker)
+
     def _worker_died(self, worker, error) -> None:
-        if worker in self._workers:
-            self._workers.remove(worker)
-            with contextlib.suppress(Exception):
-                self._ray.kill(worker)
+        self._forget(worker)
 
     # Jobs --------------------------------------------------------------------------------
 
