@@ -42,10 +42,9 @@ fn corpus_entries<'py>(py: Python<'py>, corpus: PathBuf) -> PyResult<Bound<'py, 
         .iter()
         .map(|spec| {
             let id = spec.id();
-            let status =
-                corpus
-                    .manifest(&id)
-                    .map(|m| if m.is_ready() { "ready" } else { "failed" });
+            let status = corpus
+                .manifest(&id)
+                .map(|m| if m.is_ready() { "ready" } else { "failed" });
             serde_json::json!({"id": id, "spec": spec.to_string(), "status": status})
         })
         .collect();

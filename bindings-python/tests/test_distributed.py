@@ -255,8 +255,8 @@ def test_a_corpus_builds_one_entry_per_worker(ray_address, tmp_path):
 
 @needs_ray
 def test_the_trainers_rollouts_run_on_the_cluster(ray_address, sandbox):
-    tasks = frognano.load_tasks(SAMPLE_TASKS)[:2]
-    policy = frognano.RepairPolicy(seed=1)
+    tasks = frognano.load_tasks(SAMPLE_TASKS)[:1]
+    policy = frognano.RepairPolicy(seed=1, max_attempts=2)
     calls = []
     with distributed.Cluster(ray_address) as cluster:
 
@@ -264,11 +264,11 @@ def test_the_trainers_rollouts_run_on_the_cluster(ray_address, sandbox):
             calls.append((state["kind"], len(batch), env["max_steps"]))
             return cluster.rollouts(state, batch, env)
 
-        trainer = frognano.GrpoTrainer(sandbox, policy, tasks, tasks_per_iteration=2,
-                                       group_size=2, max_steps=12, rollouts=rollouts)
+        trainer = frognano.GrpoTrainer(sandbox, policy, tasks, tasks_per_iteration=1,
+                                       group_size=2, max_steps=6, rollouts=rollouts)
         metrics = trainer.iterate()
-    assert calls == [("repair", 4, 12)]
-    assert metrics["rollouts"] == 4
+    assert calls == [("repair", 2, 6)]
+    assert metrics["rollouts"] == 2
     assert trainer.last_batch is not None
 
 

@@ -120,6 +120,43 @@ pub fn evaluate<E: RolloutEnv>(
 mod tests {
     use super::*;
 
+    fn record(task: &str, resolved: bool, steps: usize, reset_ms: f64) -> EpisodeRecord {
+        let step = serde_json::json!({"step": 0, "action": {"type": "text", "text": "submit"},
+                                      "observation": "", "is_error": false, "reward": 0.0,
+                                      "elapsed_ms": 1.0});
+        serde_json::from_value(serde_json::json!({
+            "task_id": task,
+            "outcome": {"task_id": task, "resolved": resolved, "reward": f64::from(u8::from(resolved)),
+                        "steps": steps, "tool_errors": 0, "test_runs": 1, "met_failure": false,
+                        "recovered": false, "submitted": true, "truncated": false},
+            "initial_observation": "",
+            "steps": vec![step; steps],
+            "patch": "",
+            "reset_ms": reset_ms,
+            "duration_s": 1.0,
+        }))
+        .expect("a record")
+    }
+
+    #[test]
+    fn a_report_from_gathered_records_reads_like_evaluate() {
+        let records = [record("a", true, 3, 2.0), record("b", false, 1, 4.0)];
+        let failed = vec![FailedTask {
+            task_id: "c".into(),
+            error: "worker died".into(),
+        }];
+        let report = EvalReport::from_records(&records, failed, 4, 2.0, 3);
+        assert_eq!(report.summary, EvalSummary::of(&records));
+        assert_eq!(report.summary.episodes, 2);
+        assert_eq!(report.summary.resolved, 1);
+        assert_eq!(report.steps_per_s, 2.0);
+        assert_eq!(report.mean_reset_ms, 3.0);
+        assert_eq!(report.workers, 3);
+        assert!(!report.all_ran());
+        let empty = EvalReport::from_records(&[], Vec::new(), 0, 0.0, 1);
+        assert_eq!((empty.steps_per_s, empty.mean_reset_ms), (0.0, 0.0));
+    }
+
     #[test]
     fn the_report_serialises_flat() {
         let report = EvalReport {

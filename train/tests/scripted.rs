@@ -392,3 +392,104 @@ fn checkpoints_restore_the_iteration_and_the_policy() {
     let metrics = fresh.trainer.iterate().expect("iterate");
     assert_eq!(metrics.iteration, 1);
 }
+
+/// Runs the trainer's episodes in a pool of its own, with a policy rebuilt from the state it
+/// is handed (as a cluster's worker does), and counts the calls.
+struct SeparateRunner {
+    pool: EnvPool<ScriptedEnv>,
+    calls: Arc<Mutex<Vec<(serde_json::Value, usize, usize)>>>,
+}
+
+impl frognano_train::EpisodeRunner for SeparateRunner {
+    fn run(
+        &mut self,
+        policy_state: &serde_json::Value,
+        tasks: &[Task],
+        env: &frognano_env::EnvConfig,
+        on_done: &mut dyn FnMut(&EpisodeRecord),
+    ) -> frognano_train::Result<Vec<Result<EpisodeRecord, String>>> {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push((policy_state.clone(), tasks.len(), env.max_steps));
+        }
+        let (mut policy, _) = ScriptedPolicy::new(by_name);
+        policy.load_state(policy_state)?;
+        // Records by task index: the pool hands them over in completion order.
+        let mut by_task: HashMap<String, Vec<EpisodeRecord>> = HashMap::new();
+        let mut failed: HashMap<String, String> = HashMap::new();
+        self.pool.rollout(
+            &mut policy,
+            tasks,
+            |record| {
+                on_done(&record);
+                by_task
+                    .entry(record.task_id.clone())
+                    .or_default()
+                    .push(record);
+            },
+            |task, e| {
+                failed.insert(task.id.clone(), e.to_string());
+            },
+        )?;
+        Ok(tasks
+            .iter()
+            .map(|t| match by_task.get_mut(&t.id).and_then(|r| r.pop()) {
+                Some(record) => Ok(record),
+                None => Err(failed.get(&t.id).cloned().unwrap_or_default()),
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn an_episode_runner_takes_the_rollouts_and_learning_stays_with_the_trainer() {
+    let mut tasks = three_tasks();
+    tasks.push(task("broken-repo", 1));
+    let config = config(4, Estimator::Grpo, true);
+    let mut local = setup(tasks.clone(), config.clone());
+    let mut remote = setup(tasks, config);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let envs = (0..2).map(|_| ScriptedEnv::default()).collect();
+    remote.trainer.set_episode_runner(Box::new(SeparateRunner {
+        pool: EnvPool::from_envs(envs, 1).expect("pool"),
+        calls: calls.clone(),
+    }));
+    let expected = local.trainer.iterate().expect("local iteration");
+    let got = remote
+        .trainer
+        .iterate()
+        .expect("iteration through the runner");
+    let calls = calls.lock().map(|c| c.clone()).unwrap_or_default();
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].1, calls[0].2), (16, 40));
+    assert_eq!(
+        calls[0].0,
+        json!({"calls": {}}),
+        "the policy's state before learning"
+    );
+    assert_eq!(got.rollouts, expected.rollouts);
+    assert_eq!(got.resolved_rate, expected.resolved_rate);
+    for key in [
+        "groups",
+        "zero_variance_groups",
+        "failed_resets",
+        "mean_learnability",
+    ] {
+        assert_eq!(got.extra[key], expected.extra[key], "{key}");
+    }
+    assert_eq!(got.extra["failed_resets"], json!(4));
+    // The learner here got the same batch as the local trainer's.
+    let batch =
+        |b: &Arc<Mutex<Vec<TrainingBatch>>>| b.lock().map(|b| b.clone()).unwrap_or_default();
+    let (ours, theirs) = (batch(&remote.batches), batch(&local.batches));
+    assert_eq!(ours.len(), 1);
+    let rewards = |b: &[TrainingBatch]| -> Vec<(String, f64, f64)> {
+        b[0].trajectories
+            .iter()
+            .map(|t| (t.task_id.clone(), t.reward, t.advantage))
+            .collect()
+    };
+    let (mut ours, mut theirs) = (rewards(&ours), rewards(&theirs));
+    ours.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    theirs.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    assert_eq!(ours, theirs);
+}

@@ -18,8 +18,8 @@ from typing import (
 # The names the native module exports.
 __all__ = [
     "__version__", "Sandbox", "TestReport", "TestResult", "setup", "cache_dir", "RepoEnv",
-    "EnvPool", "evaluate", "load_tasks", "save_tasks", "to_swe_bench", "tool_instructions",
-    "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
+    "EnvPool", "evaluate", "eval_report", "load_tasks", "save_tasks", "to_swe_bench",
+    "tool_instructions", "corpus_add", "corpus_entries", "corpus_build", "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
     "RepairPolicy", "repair_feature_names", "GrpoTrainer", "FrontierSynthesizer",
     "StaticCurriculum", "EasyToHard", "group_advantages", "learnability", "train",
     "LocalModel", "OnnxPolicy", "HttpPolicy", "fetch_model", "setup_inference", "make_tiny_model",
