@@ -1,7 +1,8 @@
 """FrogNano across machines: evaluation, synthesis, corpus builds and trainer rollouts on Ray.
 
 Needs Ray (``pip install 'frognano[ray]'``) and FrogNano's package on every node of the
-cluster. Nothing else in FrogNano imports this module, so everything works without Ray.
+cluster. FrogNano imports this module only when asked for a cluster (ray_address=, the
+CLI's --ray), and it imports Ray only then, so everything else works without Ray.
 
 A :class:`Cluster` connects to a Ray cluster (``"auto"``: the one this machine belongs to, an
 address such as ``"127.0.0.1:6379"`` or ``"ray://head:10001"``, ``"local"``: a private one
@@ -781,12 +782,12 @@ def train(config: Any = None, out: Any = None, *, address: Optional[str] = "auto
 
     with connect(address, **cluster_options) as cluster, cluster.interruptible():
 
-        def rollouts(policy_state, tasks, env):
-            counter = None
+        def count_episodes(done: int, total: int) -> None:
             if progress is not None:
-                def counter(done, total):
-                    progress("episodes", {"done": done, "total": total})
-            return cluster.rollouts(policy_state, tasks, env, progress=counter)
+                progress("episodes", {"done": done, "total": total})
+
+        def rollouts(policy_state, tasks, env):
+            return cluster.rollouts(policy_state, tasks, env, progress=count_episodes)
 
         return frognano._frognano.train(config, out, sandbox=sandbox, progress=progress,
                                         rollouts=rollouts)
