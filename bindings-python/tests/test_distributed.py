@@ -273,6 +273,20 @@ def test_the_trainers_rollouts_run_on_the_cluster(ray_address, sandbox):
 
 
 @needs_ray
+def test_the_training_job_sends_its_rollouts_to_the_cluster(ray_address, tmp_path):
+    config = {"repos": [str(REPOS / "textkit")], "iterations": 1, "held_out": 1,
+              "evaluate_initial": False, "policy": {"max_attempts": 2},
+              "trainer": {"tasks_per_iteration": 1, "group_size": 2, "env": {"max_steps": 6}}}
+    events = []
+    report = frognano.train(config, tmp_path / "out", ray_address=ray_address,
+                            progress=lambda event, data: events.append((event, data)))
+    assert report["rollouts"] == 2
+    episodes = [data for event, data in events if event == "episodes"]
+    assert episodes and episodes[-1] == {"done": 2, "total": 2}
+    assert len((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+@needs_ray
 def test_inside_a_ray_job_the_existing_connection_is_used(ray_address):
     """A trainer's Ray actor (verl's, SkyRL's) evaluates through FrogNano's workers on the same
     cluster, and its own Ray connection stays open afterwards."""
