@@ -228,8 +228,11 @@ def test_a_task_that_keeps_killing_workers_is_marked_failed(ray_address):
 @needs_ray
 def test_synthesis_on_one_shard_equals_the_single_machine_run(ray_address, sandbox):
     repo = REPOS / "tinyparse"
-    local, _ = frognano.synthesize(repo, 2, seed=5, sandbox=sandbox)
-    tasks, stats = frognano.synthesize(repo, 2, seed=5, ray_address=ray_address, shards=1)
+    # Generous timeouts: a validation run over its budget is rejected, so load is the one
+    # input of synthesis that is not the seed (see test_synth.py).
+    local, _ = frognano.synthesize(repo, 2, seed=5, sandbox=sandbox, timeout_factor=30.0)
+    tasks, stats = frognano.synthesize(repo, 2, seed=5, ray_address=ray_address, shards=1,
+                                       timeout_factor=30.0)
     assert [t["id"] for t in tasks] == [t["id"] for t in local]
     assert [t["bug_patch"] for t in tasks] == [t["bug_patch"] for t in local]
     # The tasks name the repository as given, not a worker's copy.

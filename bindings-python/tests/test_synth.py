@@ -87,8 +87,12 @@ def test_generate_request_and_the_synthesizer_protocol(synth, tasks):
 
 def test_same_seed_same_tasks(sandbox, sample_repo):
     # Without the reproduction runs, to keep it cheap: determinism does not depend on them.
-    first, stats = frognano.synthesize(sample_repo, 3, sandbox=sandbox, seed=11, reproduce=False)
-    again = frognano.Synthesizer(str(sample_repo), sandbox=sandbox, seed=11, reproduce=False)
+    # Generous timeouts, as in the Rust test: a validation run over its time budget is
+    # rejected, and the machine's load is the one input of generation that is not the seed
+    # (a run of this test saw one candidate rejected for its time limit, and not the other).
+    options = dict(sandbox=sandbox, seed=11, reproduce=False, timeout_factor=30.0)
+    first, stats = frognano.synthesize(sample_repo, 3, **options)
+    again = frognano.Synthesizer(str(sample_repo), **options)
     assert again.config["reproduce"] is False
     again = again.propose(3)
     assert len(first) == 3 and stats["valid"] == 3
