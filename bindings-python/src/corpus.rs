@@ -10,7 +10,7 @@ use frognano_sandbox::CancelFlag;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::convert::{invalid, lock, run_interruptibly, to_py};
+use crate::convert::{lock, run_interruptibly, to_py};
 use crate::errors::py_err;
 use crate::sandbox::{PySandbox, sandbox_of};
 
@@ -72,12 +72,6 @@ fn corpus_build<'py>(
     sandbox: Option<PyRef<'py, PySandbox>>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if !(timeout.is_finite() && timeout > 0.0) {
-        return Err(invalid(
-            py,
-            format!("timeout must be a positive number of seconds, got {timeout}"),
-        ));
-    }
     let corpus = open(py, &corpus)?;
     let sandbox = sandbox_of(py, sandbox)?;
     let cancel: CancelFlag = Arc::default();

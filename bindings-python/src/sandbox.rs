@@ -363,5 +363,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTestResult>()?;
     m.add_function(wrap_pyfunction!(setup, m)?)?;
     m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
+    // Folders a workspace never copies: what a repository shipped to other machines leaves out.
+    m.add(
+        "SKIPPED_DIRS",
+        frognano_sandbox::workspace::SKIPPED_DIRS.to_vec(),
+    )?;
     Ok(())
 }

@@ -159,10 +159,7 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
         |record| {
             if let Some(out) = out.as_mut()
                 && write_error.is_none()
-                && let Err(e) = serde_json::to_writer(&mut *out, record)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| out.write_all(b"\n"))
-                    .and_then(|()| out.flush())
+                && let Err(e) = write_record(out, record)
             {
                 write_error = Some(e);
             }
@@ -219,9 +216,7 @@ fn eval_on_cluster(args: &EvalArgs, tasks: &[Task]) -> anyhow::Result<frognano_e
                     serde_json::from_value(event["record"].clone())
                         .context("an episode record from the cluster")?;
                 if let Some(out) = out.as_mut() {
-                    serde_json::to_writer(&mut *out, &record)?;
-                    out.write_all(b"\n")?;
-                    out.flush()?;
+                    write_record(out, &record)?;
                 }
                 records.push(record);
             }
@@ -244,6 +239,17 @@ fn eval_on_cluster(args: &EvalArgs, tasks: &[Task]) -> anyhow::Result<frognano_e
     Ok(frognano_env::EvalReport::from_records(
         &records, failed, steps, wall_s, workers,
     ))
+}
+
+/// Appends one episode record to a JSONL file and flushes it, so an interrupted run keeps
+/// every finished episode.
+fn write_record(
+    out: &mut BufWriter<File>,
+    record: &frognano_env::EpisodeRecord,
+) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, record)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 /// Prints an evaluation report (table or JSON) and gives the exit code.

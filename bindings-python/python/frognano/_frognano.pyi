@@ -17,7 +17,7 @@ from typing import (
 
 # The names the native module exports.
 __all__ = [
-    "__version__", "Sandbox", "TestReport", "TestResult", "setup", "cache_dir", "RepoEnv",
+    "__version__", "SKIPPED_DIRS", "Sandbox", "TestReport", "TestResult", "setup", "cache_dir", "RepoEnv",
     "EnvPool", "evaluate", "eval_report", "load_tasks", "save_tasks", "to_swe_bench",
     "tool_instructions", "corpus_add", "corpus_entries", "corpus_build", "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
     "RepairPolicy", "repair_feature_names", "GrpoTrainer", "FrontierSynthesizer",
@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 __version__: str
+SKIPPED_DIRS: List[str]
+"""Folders a sandbox's workspace never copies (VCS data, virtualenvs, caches)."""
 
 _Path = Union[str, "PathLike[str]"]
 

@@ -47,10 +47,6 @@ from ._errors import ClusterError, FrognanoError
 
 INSTALL_HINT = "pip install 'frognano[ray]'"
 
-# Folders never shipped with a repository: the ones a sandbox's workspace never copies either
-# (VCS data, virtualenvs, caches; frognano_sandbox::workspace::SKIPPED_DIRS).
-_SKIPPED_DIRS = {".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__",
-                 ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules"}
 
 
 def ray_module():
@@ -70,9 +66,13 @@ def ray_module():
 
 
 def _tree_files(root: str) -> List[str]:
+    from . import _frognano
+
+    # Never shipped: the folders a sandbox's workspace never copies either.
+    skipped = set(_frognano.SKIPPED_DIRS)
     files = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        dirs[:] = sorted(d for d in dirs if d not in skipped)
         for name in sorted(names):
             if not name.endswith((".pyc", ".pyo")):
                 files.append(os.path.join(folder, name))
