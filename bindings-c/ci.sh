@@ -18,7 +18,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/frognano-c-ci.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 started=$SECONDS
 
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s [%s s]\n' "$*" "$((SECONDS - started))"; }
 
 # require COMMAND PACKAGE (apt-get when missing).
 source "$(dirname "$0")/../scripts/require.sh"

@@ -40,7 +40,7 @@ target="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)"
 export FROGNANO_CLI="$target/debug/frognano" FROGNANO_C_LIBRARY="$target/debug/libfrognano.so"
 # tests/learner runs on its own in the learner environment (scripts/test.sh); tests/integrations
 # (the trainer adapters, each against its real framework) runs here, and runs their examples.
-(cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider --ignore=tests/learner)
+(cd bindings-python && "$work/venv/bin/python" -m pytest tests -q -p no:cacheprovider --ignore=tests/learner --durations=25)
 "$work/venv/bin/python" examples/python/run_tests.py | tail -1
 "$work/venv/bin/python" examples/python/agent_loop.py | tail -2
 "$work/venv/bin/python" examples/python/synth_tasks.py | tail -2

@@ -3,46 +3,104 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${CARGO_TARGET_DIR:-target}/debug"
-# Each section's start, with the seconds since the script started (where CI time goes).
-section() { echo "== $* [${SECONDS} s]"; }
-
-# require COMMAND PACKAGE (apt-get when missing).
+# require COMMAND PACKAGE (apt-get when missing); section LABEL, section_table (seconds per
+# section, printed at the end, also when a section fails).
 source scripts/require.sh
-# The serving environment compiles llama.cpp (C++).
-require g++ g++
+source scripts/sections.sh
+trap 'status=$?; section_table "$status"; exit "$status"' EXIT
+
+# Background work: `background LABEL COMMAND...` starts COMMAND with its output in a log;
+# `background_wait LABEL` waits for it, adds its seconds to the table, and shows its log and
+# fails if it failed.
+logs="$(mktemp -d)"
+declare -A background_pids
+background() {
+    local label=$1
+    shift
+    (
+        started=$SECONDS
+        status=0
+        "$@" >"$logs/$label.log" 2>&1 || status=$?
+        echo "$((SECONDS - started))" >"$logs/$label.seconds"
+        exit "$status"
+    ) &
+    background_pids[$label]=$!
+}
+background_wait() {
+    local label=$1 status=0
+    wait "${background_pids[$label]}" || status=$?
+    background_record "$label" "$(cat "$logs/$label.seconds" 2>/dev/null || echo "?")"
+    if [ "$status" -ne 0 ]; then
+        cat "$logs/$label.log" >&2
+        echo "$label failed (exit status $status)" >&2
+        exit 1
+    fi
+}
+
+# Pinned wheels are fetched into pip's cache while the compiler runs (the network is idle
+# then); the environments below install them from the cache. Best effort: a file that fails
+# here is fetched again, and its error shown, by the install itself.
+prefetch_wheels() {
+    local dir file
+    dir="$(mktemp -d)"
+    for file in llm/python/requirements.txt llm/python/requirements-learner.txt \
+        llm/python/requirements-serving.txt bindings-python/integrations/requirements.txt; do
+        python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes \
+            --only-binary=:all: -d "$dir" -r "$file" || echo "prefetch of $file failed; its install will fetch it"
+    done
+    rm -rf "$dir"
+}
 
 section "cargo fmt --check"
 cargo fmt --all -- --check
-section "cargo clippy (warnings denied)"
-cargo clippy --workspace --all-targets -- -D warnings
-section "cargo build"
-cargo build --workspace --all-targets
-section "frognano setup (fetches, verifies, compiles and snapshots the runtime once; cached afterwards)"
+
+# One compile of the dependency tree serves the lints, the tests and the binaries: clippy's
+# driver compiles the workspace's crates (lints with warnings denied, then code generation)
+# where `cargo clippy` would check them, and every later cargo command here (tests, the C and
+# Python builds) inherits the same wrapper, so nothing is compiled twice. Without the driver
+# (a toolchain without clippy) the lints run apart as `cargo clippy`.
+clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
+background prefetch prefetch_wheels
+if [ -x "$clippy_driver" ]; then
+    section "cargo build with clippy's lints (warnings denied)"
+    export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+    # cargo-clippy's way of handing `-- -D warnings` to its driver.
+    export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+    cargo build --workspace --all-targets
+else
+    section "cargo clippy (warnings denied)"
+    cargo clippy --workspace --all-targets -- -D warnings
+    section "cargo build"
+    cargo build --workspace --all-targets
+fi
+background_wait prefetch
+
+# The runtime (CPU: compiling and snapshotting the interpreter images) is set up while the
+# Python environments install (disk and network) beside it.
+section "setup: runtime images and the inference, learner, integrations and serving environments"
+background serving "$bin/frognano" models setup --serving
+learner_and_integrations() {
+    "$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p' >"$logs/learner_env"
+    test -x "$(cat "$logs/learner_env")/bin/python"
+    bash bindings-python/integrations/setup-env.sh "$(cat "$logs/learner_env")" >"$logs/integrations_env"
+}
+background learner learner_and_integrations
 "$bin/frognano" setup --all-images
-section "frognano models setup (inference environment: pinned, hash-checked Python packages and ONNX Runtime)"
 "$bin/frognano" models setup
-# The serving environment compiles llama.cpp (CPU) while the learner's 3 GB of wheels download
-# (network and disk), so the two install side by side.
-section "frognano models setup --serving (llama.cpp's server built once from its pinned sdist, and the openai client; about 11 minutes the first time, cached), in the background"
-serving_log="$(mktemp)"
-"$bin/frognano" models setup --serving >"$serving_log" 2>&1 &
-serving_pid=$!
-section "frognano models setup --learner (the PyTorch learner's environment: torch, transformers, peft; pinned, hash-checked, about 3 GB, cached)"
-learner_env="$("$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p')"
-test -x "$learner_env/bin/python"
-section "trainer frameworks of the integrations (gymnasium, TRL, verl, SkyRL, verifiers, OpenRLHF at their tested versions; pinned, hash-checked, cached)"
-integrations_env="$(bash bindings-python/integrations/setup-env.sh "$learner_env")"
-wait "$serving_pid" || { cat "$serving_log"; echo "frognano models setup --serving failed" >&2; exit 1; }
-tail -1 "$serving_log"
+background_wait learner
+background_wait serving
+tail -1 "$logs/serving.log"
+learner_env="$(cat "$logs/learner_env")"
+integrations_env="$(tail -1 "$logs/integrations_env")"
 section "cargo test"
 cargo test --workspace
-section "PyTorch learner: its tests in the learner environment"
-"$learner_env/bin/python" -m pytest bindings-python/tests/learner -q -p no:cacheprovider
-section "Python package: wheel into a fresh virtualenv, tests against the installed package"
+section "PyTorch learner tests (learner environment)"
+"$learner_env/bin/python" -m pytest bindings-python/tests/learner -q -p no:cacheprovider --durations=15
+section "Python package: wheel, tests against the installed package, examples"
 FROGNANO_LEARNER_ENV="$learner_env" FROGNANO_INTEGRATIONS_ENV="$integrations_env" bash bindings-python/ci.sh
-section "C library: header check, example natively, under valgrind and with AddressSanitizer"
+section "C library: header, examples natively, under valgrind and AddressSanitizer"
 bash bindings-c/ci.sh
-section "examples"
+section "CLI examples: test, eval, synth, train"
 "$bin/examples/run_tests" examples/repos/textkit | tail -1
 "$bin/frognano" test examples/repos/tinyparse
 "$bin/frognano" eval --out "$(mktemp -d)/records.jsonl"
@@ -57,7 +115,7 @@ train_dir="$(mktemp -d)"
 "$bin/frognano" train --config examples/train/smoke.toml -o "$train_dir"
 test -s "$train_dir/curves.png" && test "$(wc -l < "$train_dir/metrics.jsonl")" -eq 2
 expect "resolved" "$bin/frognano" eval --tasks "$train_dir/held_out.jsonl" --policy "repair:$train_dir/checkpoint.json"
-section "corpus: local trees as environments (zero configuration), tasks across them, a dataset"
+section "corpus: local trees as environments, tasks across them, a dataset"
 corpus_dir="$(mktemp -d)/corpus"
 printf '%s\n' "$PWD/examples/repos/tinyparse" "$PWD/examples/repos/textkit" > "$corpus_dir.list"
 "$bin/frognano" corpus build "$corpus_dir" --from "$corpus_dir.list"
@@ -65,7 +123,7 @@ expect "2 of 2 entries ready" "$bin/frognano" corpus list "$corpus_dir"
 "$bin/frognano" corpus synth "$corpus_dir" -n 4
 "$bin/frognano" corpus export "$corpus_dir" -o "$corpus_dir/dataset"
 test -s "$corpus_dir/dataset/tasks.jsonl" && grep -q "Tasks per operator" "$corpus_dir/dataset/README.md"
-section "local models: tiny model (policy in the environment, agent), SmolLM2 (fetch, check against the numpy reference, generate), benchmark"
+section "local models: tiny model in an environment and the agent; SmolLM2 fetch, check, generate"
 tiny_dir="$(mktemp -d)"
 "$bin/frognano" models tiny "$tiny_dir"
 "$bin/frognano" generate --model "$tiny_dir/int4" --prompt "hello" --prompt "fix the failing test" --max-new-tokens 8 --temperature 0.8 --json
@@ -79,7 +137,7 @@ before="$(cd "$agent_repo" && find . -type f -exec sha256sum {} + | sort | sha25
 "$bin/frognano" agent "$agent_repo" --model "$tiny_dir/int4" --max-steps 2 --max-new-tokens 16 || test $? -eq 1
 after="$(cd "$agent_repo" && find . -type f -exec sha256sum {} + | sort | sha256sum)"
 test "$before" = "$after" || { echo "frognano agent changed the repository without --apply" >&2; exit 1; }
-section "served models: frognano serve (tiny model) driven by frognano eval and frognano agent over HTTP"
+section "served models: frognano serve driven by eval and agent over HTTP"
 serve_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "$bin/frognano" serve --model "$tiny_dir/int4" --served-model-name tiny --port "$serve_port" --threads 1 &
 serve_pid=$!
@@ -102,4 +160,5 @@ wait "$serve_pid"  # a graceful stop exits 0
 "$bin/frognano" models check smollm2-135m
 expect "def " "$bin/frognano" generate --prompt "Write a Python function that reverses a string." --max-new-tokens 40
 # Benchmarks (bench policy, bench learner, bench serve) are measurements, run by hand: see the README.
-section "all tests passed"
+section_end
+echo "all tests passed"

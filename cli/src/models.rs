@@ -51,9 +51,9 @@ pub struct SetupArgs {
     /// `frognano train` with a language model and `frognano bench learner` use.
     #[arg(long)]
     learner: bool,
-    /// Also install the serving environment (llama.cpp's OpenAI-compatible server from
-    /// llama-cpp-python, built from source once, minutes; the openai client; pytest), a
-    /// third-party server for tests and benchmarks.
+    /// Also install the serving environment (llama.cpp's OpenAI-compatible server from the
+    /// prebuilt xllamacpp wheel; the openai client; pytest), a third-party server for tests
+    /// and benchmarks.
     #[arg(long)]
     serving: bool,
 }

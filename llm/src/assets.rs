@@ -24,20 +24,9 @@ pub const REQUIREMENTS: &str = include_str!("../python/requirements.txt");
 pub const GENAI_REQUIREMENTS: &str = include_str!("../python/requirements-genai.txt");
 /// Pinned extra requirements of the reference PyTorch learner (torch, transformers, peft).
 pub const LEARNER_REQUIREMENTS: &str = include_str!("../python/requirements-learner.txt");
-/// Pinned extra requirements of the serving environment (llama-cpp-python's runtime dependencies
-/// for its OpenAI-compatible server, the openai client, pytest, and the tools that build
-/// llama-cpp-python's sdist).
+/// Pinned extra requirements of the serving environment: llama.cpp's own server (the prebuilt
+/// xllamacpp wheel), the openai client and pytest.
 pub const SERVING_REQUIREMENTS: &str = include_str!("../python/requirements-serving.txt");
-/// The serving environment's package built from source: llama-cpp-python's pinned sdist, which
-/// compiles the llama.cpp it vendors.
-pub const SERVING_SOURCE_REQUIREMENTS: &str =
-    include_str!("../python/requirements-serving-source.txt");
-/// CMake options for the llama.cpp build inside llama-cpp-python's sdist: only the shared
-/// libraries the Python package loads (no multimodal library, tests, tools, examples or server
-/// binaries, no HTTPS support in the common library), compiled for the host CPU.
-pub const SERVING_CMAKE_ARGS: &str = "-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON";
 /// The converter and reference implementation, run with the environment's Python.
 pub const CONVERTER: &str = include_str!("../python/frognano_models.py");
 /// The reference PyTorch learner, a module of the Python package that also runs as a script
@@ -109,19 +98,9 @@ pub enum PythonEnv {
     Genai,
     /// The converter's plus torch, transformers and peft (the reference learner).
     Learner,
-    /// The converter's plus llama-cpp-python (llama.cpp's OpenAI-compatible server, built from
-    /// its sdist), the openai client and pytest: a third-party server for tests and benchmarks.
+    /// The converter's plus llama.cpp's OpenAI-compatible server (xllamacpp, a prebuilt wheel),
+    /// the openai client and pytest: a third-party server for tests and benchmarks.
     Serving,
-}
-
-/// How the packages of a requirements file are installed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Install {
-    /// From wheels only.
-    Binary,
-    /// Built from their sdists, with the build tools already installed in the environment (no
-    /// build isolation) and `SERVING_CMAKE_ARGS`.
-    Source,
 }
 
 impl PythonEnv {
@@ -144,44 +123,20 @@ impl PythonEnv {
     }
 
     /// Its requirements files, installed in this order.
-    fn requirement_files(self) -> Vec<(&'static str, &'static str, Install)> {
-        let mut files = vec![("requirements.txt", REQUIREMENTS, Install::Binary)];
+    fn requirement_files(self) -> Vec<(&'static str, &'static str)> {
+        let mut files = vec![("requirements.txt", REQUIREMENTS)];
         match self {
             PythonEnv::Converter => {}
-            PythonEnv::Genai => files.push((
-                "requirements-genai.txt",
-                GENAI_REQUIREMENTS,
-                Install::Binary,
-            )),
-            PythonEnv::Learner => files.push((
-                "requirements-learner.txt",
-                LEARNER_REQUIREMENTS,
-                Install::Binary,
-            )),
-            PythonEnv::Serving => files.extend([
-                (
-                    "requirements-serving.txt",
-                    SERVING_REQUIREMENTS,
-                    Install::Binary,
-                ),
-                (
-                    "requirements-serving-source.txt",
-                    SERVING_SOURCE_REQUIREMENTS,
-                    Install::Source,
-                ),
-            ]),
+            PythonEnv::Genai => files.push(("requirements-genai.txt", GENAI_REQUIREMENTS)),
+            PythonEnv::Learner => files.push(("requirements-learner.txt", LEARNER_REQUIREMENTS)),
+            PythonEnv::Serving => files.push(("requirements-serving.txt", SERVING_REQUIREMENTS)),
         }
         files
     }
 
-    /// Its folder in the cache, keyed by its requirements (and by the build options of what is
-    /// built from source).
+    /// Its folder in the cache, keyed by its requirements.
     pub fn dir(self) -> PathBuf {
-        let files = self.requirement_files();
-        let mut all: Vec<&str> = files.iter().map(|f| f.1).collect();
-        if files.iter().any(|f| f.2 == Install::Source) {
-            all.push(SERVING_CMAKE_ARGS);
-        }
+        let all: Vec<&str> = self.requirement_files().iter().map(|f| f.1).collect();
         let key = short_hash(&all.join("\n"));
         cache_dir()
             .join("inference")
@@ -262,24 +217,10 @@ pub fn ensure_learner_env(progress: Progress<'_>) -> Result<InferenceEnv> {
 }
 
 /// Installs the serving environment once and returns it: the converter's packages plus
-/// llama-cpp-python with its `server` extra (`python -m llama_cpp.server`, an OpenAI-compatible
-/// server), the openai client and pytest. llama-cpp-python is built from its pinned sdist, which
-/// compiles llama.cpp (minutes; it needs a C/C++ compiler); the built environment is cached.
+/// llama.cpp's OpenAI-compatible server (`llama-server`'s code, embedded in the prebuilt
+/// xllamacpp wheel: continuous batching over parallel slots), the openai client and pytest.
 pub fn ensure_serving_env(progress: Progress<'_>) -> Result<InferenceEnv> {
     ensure_python_env(PythonEnv::Serving, progress)
-}
-
-/// Whether a C++ compiler is at hand: `CXX`, or `c++`, `g++` or `clang++` on the `PATH`.
-fn has_cxx_compiler() -> bool {
-    if std::env::var_os("CXX").is_some_and(|c| !c.is_empty()) {
-        return true;
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|dir| {
-        ["c++", "g++", "clang++"]
-            .iter()
-            .any(|name| dir.join(name).is_file())
-    })
 }
 
 /// Installs `flavor` once and returns it.
@@ -298,9 +239,12 @@ pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<In
         Command::new(host_python()).args(["-m", "venv"]).arg(venv),
         "python -m venv",
     )?;
-    for (file, text, install) in &flavor.requirement_files() {
+    for (file, text) in &flavor.requirement_files() {
         let path = venv.join(file);
         std::fs::write(&path, text).map_err(InferenceError::io(format!("write {file}")))?;
+        progress(&format!(
+            "installing pinned packages from {file} (hashes checked)"
+        ));
         let mut command = Command::new(env_python(venv));
         command.args([
             "-m",
@@ -311,37 +255,8 @@ pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<In
             "-q",
             "--require-hashes",
             "--no-deps",
+            "--only-binary=:all:",
         ]);
-        match install {
-            Install::Binary => {
-                progress(&format!(
-                    "installing pinned packages from {file} (hashes checked)"
-                ));
-                command.arg("--only-binary=:all:");
-            }
-            Install::Source => {
-                if !has_cxx_compiler() {
-                    return Err(InferenceError::Setup(format!(
-                        "{file} builds C++ code (llama.cpp) and no C++ compiler was found \
-                         (set CXX, or install g++; on Debian: apt-get install g++)"
-                    )));
-                }
-                progress(&format!(
-                    "building pinned packages from {file} from source (hashes checked; \
-                     this takes minutes)"
-                ));
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                // A fresh build each time, so the options below always apply.
-                command
-                    .args([
-                        "--no-binary=:all:",
-                        "--no-build-isolation",
-                        "--no-cache-dir",
-                    ])
-                    .env("CMAKE_ARGS", SERVING_CMAKE_ARGS)
-                    .env("CMAKE_BUILD_PARALLEL_LEVEL", cores.to_string());
-            }
-        }
         run_quiet(command.arg("-r").arg(&path), "pip install")?;
     }
     std::fs::write(venv.join(".complete"), b"")
@@ -703,7 +618,7 @@ mod tests {
 
     #[test]
     fn serving_requirements_are_pinned_by_hash() {
-        for (file, text, install) in PythonEnv::Serving.requirement_files() {
+        for (file, text) in PythonEnv::Serving.requirement_files() {
             let mut requirements = 0;
             for requirement in text.replace("\\\n", " ").lines() {
                 let requirement = requirement.trim();
@@ -718,9 +633,6 @@ mod tests {
                 );
             }
             assert!(requirements > 0, "{file}");
-            if install == Install::Source {
-                assert!(text.contains("llama-cpp-python"), "{file}");
-            }
         }
     }
 }

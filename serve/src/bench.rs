@@ -1,8 +1,10 @@
 //! Serving benchmarks, side by side in one run (`frognano bench serve`).
 //!
 //! 1. Aggregate decode throughput of `frognano serve` (in process, the int4 ONNX model) against
-//!    llama.cpp's server (`llama-cpp-python[server]` from the serving environment, the Q4_1 GGUF
-//!    the ONNX model was converted from) with 1, 4 and 8 concurrent clients sending the same
+//!    llama.cpp's own server (`llama-server`'s code in the serving environment's xllamacpp
+//!    wheel, with as many parallel slots as the largest concurrency, so that it batches
+//!    concurrent requests too; the Q4_1 GGUF the ONNX model was converted from) with 1, 4 and
+//!    8 concurrent clients sending the same
 //!    chat requests: completion tokens of all clients over the wall-clock time, the prompt's
 //!    prefill included. The two servers run one after the other, each alone on the machine.
 //! 2. The overhead of [`HttpPolicy`] itself: episodes' requests per second it sustains
@@ -22,8 +24,34 @@ use crate::client::{HttpPolicy, HttpPolicyConfig};
 use crate::error::{Result, ServeError};
 use crate::server::{ServerConfig, ServerHandle};
 
-/// llama.cpp's OpenAI-compatible server (`python -m llama_cpp.server`) as a child process,
-/// stopped when dropped.
+/// Starts llama.cpp's server inside the serving environment's Python: argv is the GGUF, the
+/// alias, the port, the threads, the parallel slots and the context per slot. The server runs
+/// on its own threads; the process stays until it is killed.
+const LLAMA_SERVER_LAUNCHER: &str = r#"
+import sys, threading
+import xllamacpp
+gguf, alias, port, threads, slots, context = sys.argv[1:7]
+params = xllamacpp.CommonParams()
+params.model.path = gguf
+params.model_alias = {alias}
+params.hostnames = ["127.0.0.1"]
+params.port = int(port)
+params.n_parallel = int(slots)
+params.kv_unified = True
+params.n_ctx = int(context) * int(slots)
+params.cpuparams.n_threads = int(threads)
+params.cpuparams_batch.n_threads = int(threads)
+params.verbosity = 0
+server = xllamacpp.Server(params)
+print(server.listening_address, flush=True)
+threading.Event().wait()
+"#;
+
+/// Tokens of context each of llama.cpp's slots holds (the longest episode prompt and reply).
+const LLAMA_CONTEXT_PER_SLOT: usize = 8192;
+
+/// llama.cpp's OpenAI-compatible server (`llama-server`, embedded in the xllamacpp wheel) as a
+/// child process, stopped when dropped.
 #[derive(Debug)]
 pub struct LlamaCppServer {
     child: Child,
@@ -33,8 +61,15 @@ pub struct LlamaCppServer {
 
 impl LlamaCppServer {
     /// Starts the server of the serving environment (installed on first use) on `gguf`, known
-    /// to clients as `alias`, on a free loopback port, and waits until it answers.
-    pub fn start(gguf: &Path, alias: &str, threads: usize, progress: Progress<'_>) -> Result<Self> {
+    /// to clients as `alias`, on a free loopback port, with `slots` requests decoded together
+    /// (continuous batching), and waits until it answers.
+    pub fn start(
+        gguf: &Path,
+        alias: &str,
+        threads: usize,
+        slots: usize,
+        progress: Progress<'_>,
+    ) -> Result<Self> {
         let env = assets::ensure_serving_env(progress)?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -50,12 +85,15 @@ impl LlamaCppServer {
         };
         progress("starting llama.cpp's server");
         let mut child = Command::new(&env.python)
-            .args(["-m", "llama_cpp.server", "--model"])
+            .args(["-c", LLAMA_SERVER_LAUNCHER])
             .arg(gguf)
-            .args(["--model_alias", alias, "--host", "127.0.0.1", "--port"])
-            .arg(port.to_string())
-            .args(["--n_ctx", "8192", "--verbose", "false", "--n_threads"])
-            .arg(threads.to_string())
+            .arg(alias)
+            .args([
+                port.to_string(),
+                threads.to_string(),
+                slots.max(1).to_string(),
+                LLAMA_CONTEXT_PER_SLOT.to_string(),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -242,6 +280,7 @@ pub fn bench_serving(
             &gguf,
             &config.model,
             config.threads,
+            largest,
             progress,
         )?)
     } else {

@@ -79,8 +79,8 @@ pub struct HttpPolicyConfig {
     /// no prompt ids are recorded (unless the server returns them).
     pub chat_template_dir: Option<PathBuf>,
     /// Completions with `chat_template_dir`: send the prompt as token ids, so that the server
-    /// runs exactly the recorded ids (vLLM, SGLang and `frognano serve` accept them;
-    /// llama-cpp-python's server does not). Off: the rendered text is sent.
+    /// runs exactly the recorded ids (vLLM, SGLang, llama.cpp's `llama-server` and
+    /// `frognano serve` accept them). Off: the rendered text is sent.
     pub token_id_prompts: bool,
     /// Fields merged into every request body (e.g. `{"chat_template_kwargs": {...}}`).
     pub extra_body: Map<String, Value>,

@@ -1,5 +1,5 @@
 //! `HttpPolicy` against a real third-party server: llama.cpp's OpenAI-compatible server
-//! (`llama-cpp-python[server]`, pinned and built once into the serving environment) on
+//! (`llama-server`'s code in the pinned xllamacpp wheel of the serving environment) on
 //! loopback, serving the SmolLM2-135M-Instruct GGUF. Episodes run end to end in real sandboxed
 //! environments through it, with the token log-probs the server returns recorded.
 
@@ -18,7 +18,7 @@ const ALIAS: &str = "smollm2-135m-gguf";
 fn start_llama_server() -> LlamaCppServer {
     let progress = |m: &str| eprintln!("setup: {m}");
     let gguf = assets::model_gguf("smollm2-135m", &progress).expect("gguf");
-    LlamaCppServer::start(&gguf, ALIAS, 2, &progress).expect("llama.cpp's server")
+    LlamaCppServer::start(&gguf, ALIAS, 2, 2, &progress).expect("llama.cpp's server")
 }
 
 fn policy_config(server: &LlamaCppServer) -> HttpPolicyConfig {
