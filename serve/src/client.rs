@@ -829,21 +829,8 @@ fn parse_reply(url: &str, value: &Value, api: HttpApi) -> Result<Reply> {
                 .and_then(|l| l.get("content"))
                 .and_then(Value::as_array)
             {
-                for entry in entries {
-                    let logprob = entry
-                        .get("logprob")
-                        .and_then(Value::as_f64)
-                        .ok_or_else(|| bad("a log-prob entry without a logprob"))?;
-                    reply.logprobs.push(logprob as f32);
-                    let id = entry
-                        .get("token")
-                        .and_then(Value::as_str)
-                        .and_then(token_id_of);
-                    match (&mut ids_from_tokens, id) {
-                        (Some(ids), Some(id)) => ids.push(id),
-                        _ => ids_from_tokens = None,
-                    }
-                }
+                push_logprob_entries(entries, &mut reply.logprobs, &mut ids_from_tokens)
+                    .map_err(bad)?;
             }
         }
         HttpApi::Completions => {
@@ -852,7 +839,15 @@ fn parse_reply(url: &str, value: &Value, api: HttpApi) -> Result<Reply> {
                 .and_then(Value::as_str)
                 .ok_or_else(|| bad("a completion without text"))?
                 .to_string();
-            if let Some(logprobs) = logprobs {
+            // llama.cpp's server answers completions with the chat form (a `content` list);
+            // vLLM and OpenAI's legacy form has `token_logprobs` and `tokens` arrays.
+            if let Some(entries) = logprobs
+                .and_then(|l| l.get("content"))
+                .and_then(Value::as_array)
+            {
+                push_logprob_entries(entries, &mut reply.logprobs, &mut ids_from_tokens)
+                    .map_err(bad)?;
+            } else if let Some(logprobs) = logprobs {
                 let values = logprobs
                     .get("token_logprobs")
                     .and_then(Value::as_array)
@@ -883,6 +878,31 @@ fn parse_reply(url: &str, value: &Value, api: HttpApi) -> Result<Reply> {
         reply.token_ids = ids_from_tokens.filter(|ids| !ids.is_empty());
     }
     Ok(reply)
+}
+
+/// Appends the log-probs of OpenAI's chat form (`[{"token", "logprob", ...}]`) and the token
+/// ids spelled in its tokens (`token_id:N`), if every token spells one.
+fn push_logprob_entries(
+    entries: &[Value],
+    logprobs: &mut Vec<f32>,
+    ids_from_tokens: &mut Option<Vec<u32>>,
+) -> std::result::Result<(), &'static str> {
+    for entry in entries {
+        let logprob = entry
+            .get("logprob")
+            .and_then(Value::as_f64)
+            .ok_or("a log-prob entry without a logprob")?;
+        logprobs.push(logprob as f32);
+        let id = entry
+            .get("token")
+            .and_then(Value::as_str)
+            .and_then(token_id_of);
+        match (&mut *ids_from_tokens, id) {
+            (Some(ids), Some(id)) => ids.push(id),
+            _ => *ids_from_tokens = None,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -971,6 +991,20 @@ mod tests {
         let skipped = tool_messages(None, &context(4), 3);
         let roles: Vec<&str> = skipped.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["system", "user", "user", "assistant", "tool"]);
+    }
+
+    #[test]
+    fn completions_replies_in_the_chat_form_give_logprobs() {
+        // llama.cpp's server: the chat form's `content` list on a completions reply.
+        let value = json!({"choices": [{"text": "ab", "logprobs": {"content": [
+            {"token": "a", "logprob": -0.25, "bytes": [97]},
+            {"token": "b", "logprob": -0.5, "bytes": [98]}]}}]});
+        let reply = parse_reply("u", &value, HttpApi::Completions).expect("reply");
+        assert_eq!(reply.text, "ab");
+        assert_eq!(reply.logprobs, vec![-0.25, -0.5]);
+        let missing =
+            json!({"choices": [{"text": "a", "logprobs": {"content": [{"token": "a"}]}}]});
+        assert!(parse_reply("u", &missing, HttpApi::Completions).is_err());
     }
 
     #[test]
