@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # CI of the C bindings: builds libfrognano, checks that the committed header is current,
 # compiles the C examples (run_tests.c, agent_env.c, synth_tasks.c, train_policy.c,
-# local_model.c) against the header with warnings as errors, and runs them natively, under
-# valgrind (memcheck) and with AddressSanitizer (+ LeakSanitizer); synth_tasks.c under memcheck
+# local_model.c) against the header with warnings as errors, and runs them with
+# AddressSanitizer (+ LeakSanitizer) and under valgrind (memcheck); synth_tasks.c under memcheck
 # only on its error path, train_policy.c without its training run, and local_model.c (on a tiny
-# model made by `frognano models tiny`) natively and under ASAN only (see the valgrind section).
+# model made by `frognano models tiny`) under ASAN only (see the valgrind section).
 #
 # Run from the repository root:  bash bindings-c/ci.sh
 #
@@ -37,20 +37,22 @@ expect_status() {
 require gcc gcc
 require valgrind valgrind
 
-step "cargo build -p frognano-c"
-cargo build -p frognano-c
-
-step "header is current (tests/header.rs; FROGNANO_UPDATE_HEADER=1 regenerates it)"
-cargo test -q -p frognano-c --test header
+# FROGNANO_PREBUILT=1 (scripts/test.sh): the workspace is built and the header test ran in its
+# `cargo test`; no cargo command here (one could wait on the other lane's cargo for the build
+# directory's lock). Otherwise the build is the workspace's with every target, so that
+# dependencies resolve to the features of `cargo build --workspace --all-targets` and nothing
+# compiled there is compiled again (the Python extension is left out: maturin builds it).
+if [ "${FROGNANO_PREBUILT:-}" != 1 ]; then
+    step "cargo build --workspace --all-targets (frognano-python excluded)"
+    cargo build --workspace --all-targets --exclude frognano-python
+    step "header is current (tests/header.rs; FROGNANO_UPDATE_HEADER=1 regenerates it)"
+    cargo test -q --workspace --exclude frognano-python --test header
+fi
 
 # local_model.c runs on a tiny randomly initialised model (the layout, tokenizer and chat
 # template of the real ones; converted by the inference environment, installed into the cache
 # on first use).
-# The whole workspace, not `-p frognano-cli`: a package built alone resolves other features of
-# its dependencies (wasmtime among them) and would compile them again; after the test script's
-# workspace build this is a no-op.
-step "cargo build --workspace; frognano models tiny (for examples/c/local_model.c)"
-cargo build --workspace
+step "frognano models tiny (for examples/c/local_model.c)"
 "$target/debug/frognano" models tiny "$work/tiny" >/dev/null
 tiny_model="$work/tiny/fp32"
 
@@ -87,27 +89,51 @@ cflags=(-Wall -Wextra -Werror -std=c11 -g -I bindings-c/include)
 libs=(-L"$lib_dir" -lfrognano)
 export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-step "gcc: examples/c/{run_tests,agent_env,synth_tasks,train_policy,local_model}.c against libfrognano.so"
-gcc "${cflags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests"
-gcc "${cflags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env"
-gcc "${cflags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks"
-gcc "${cflags[@]}" examples/c/train_policy.c "${libs[@]}" -o "$work/train_policy"
-gcc "${cflags[@]}" examples/c/local_model.c "${libs[@]}" -o "$work/local_model"
-gcc "${cflags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak"
+# AddressSanitizer ---------------------------------------------------------------------------
+#
+# Only the C code is instrumented; ASAN's allocator and LeakSanitizer still see every
+# allocation of the Rust library (it uses the system malloc). wasmtime installs its own
+# SIGSEGV/SIGBUS/SIGFPE/SIGILL handlers for traps after ASAN installed its SIGSEGV, SIGBUS and
+# SIGFPE handlers, and chains to them for faults outside wasm code:
+#   allow_user_segv_handler=1  lets wasmtime replace ASAN's handlers (so wasm traps work);
+#   handle_segv/handle_sigbus/handle_sigfpe=1  keep ASAN's reports for real host crashes,
+#       reached through wasmtime's chaining;
+#   detect_leaks=1  LeakSanitizer at exit (the default on x86-64 Linux, made explicit).
+#   exitcode=99  distinguishes a sanitizer report from the example's own exit statuses.
+asan_options=(detect_leaks=1 allow_user_segv_handler=1 handle_segv=1 handle_sigbus=1
+    handle_sigfpe=1 halt_on_error=1 exitcode=99)
+ASAN_OPTIONS="$(IFS=:; echo "${asan_options[*]}")"
+export ASAN_OPTIONS
+asan_flags=(-fsanitize=address -fno-omit-frame-pointer)
 
-step "run natively"
-"$work/run_tests" examples/repos/textkit | tail -n 3
-expect_status 1 "$work/run_tests" "$trap_repo" | grep -E '^(crashed|detail)'
-"$work/agent_env" examples/tasks/sample.jsonl
-"$work/synth_tasks" examples/repos/textkit 3 | grep -v '^stats: '
+step "gcc: examples/c/{run_tests,agent_env,synth_tasks,train_policy,local_model}.c against libfrognano.so, plain (for valgrind) and with AddressSanitizer"
+for example in run_tests agent_env synth_tasks train_policy local_model; do
+    gcc "${cflags[@]}" "examples/c/$example.c" "${libs[@]}" -o "$work/$example"
+    gcc "${cflags[@]}" "${asan_flags[@]}" "examples/c/$example.c" "${libs[@]}" -o "$work/${example}_asan"
+done
+gcc "${cflags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak"
+gcc "${cflags[@]}" "${asan_flags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak_asan"
+
+# The examples run once, with AddressSanitizer: the same programs and the same checks of their
+# output as a plain run, with ASAN and LeakSanitizer watching (a plain run of each as well would
+# only repeat the sandboxed work).
+step "run with AddressSanitizer: run_tests (a passing and a crashing guest)"
+"$work/run_tests_asan" examples/repos/textkit | tail -n 3
+expect_status 1 "$work/run_tests_asan" "$trap_repo" | grep -E '^(crashed|detail)'
+step "run with AddressSanitizer: agent_env (an episode and the oracle's evaluation)"
+"$work/agent_env_asan" examples/tasks/sample.jsonl
+step "run with AddressSanitizer: synth_tasks (synthesis with the oracle's evaluation, and a suite that crashes)"
+"$work/synth_tasks_asan" examples/repos/textkit 3 | grep -v '^stats: '
 # A suite that crashes cannot validate bugs: FROGNANO_ERROR_CODE_SYNTHESIS (14), exit status 2.
-expect_status 2 "$work/synth_tasks" "$trap_repo" 1 2>&1 | grep -E 'error 14: .*ended abnormally'
+expect_status 2 "$work/synth_tasks_asan" "$trap_repo" 1 2>&1 | grep -E 'error 14: .*ended abnormally'
 # Advantages, learnability, and a tiny training run (about 40 s): one iteration of 2 tasks x 2
 # rollouts, a checkpoint, the held-out evaluation.
-"$work/train_policy" examples/repos/textkit
+step "run with AddressSanitizer: train_policy (advantages and a tiny training run)"
+"$work/train_policy_asan" examples/repos/textkit
 # A greedy chat reply of the tiny model with its first log-probabilities, and a bad request
 # refused with FROGNANO_ERROR_CODE_INVALID_OPTION.
-"$work/local_model" "$tiny_model"
+step "run with AddressSanitizer: local_model (a local model on ONNX Runtime)"
+"$work/local_model_asan" "$tiny_model"
 
 # valgrind -----------------------------------------------------------------------------------
 #
@@ -182,8 +208,8 @@ memcheck_trap() {
 
 # The agent example under memcheck runs its episode only (--skip-evaluate; two test runs, about
 # two minutes): the oracle evaluation of the whole sample set is three dozen sandboxed test
-# runs at about a minute each under memcheck, half an hour. The evaluation runs natively and
-# under ASAN instead.
+# runs at about a minute each under memcheck, half an hour. The evaluation runs with ASAN
+# instead (above).
 memcheck_agent() {
     step "valgrind memcheck: examples/c/agent_env --skip-evaluate"
     memcheck 0 "$work/vg-agent.log" "$work/agent_env" --skip-evaluate examples/tasks/sample.jsonl
@@ -196,8 +222,8 @@ memcheck_agent() {
 # and the oracle's episodes are over a dozen sandboxed runs at 30 s to a minute each under
 # memcheck (even one task from a tiny repository takes several minutes), far past the couple of
 # minutes each memcheck step here takes. It handles memory no differently from what agent_env
-# exercises under memcheck (a task set, owned JSON strings, error objects); it runs natively and
-# under ASAN + LeakSanitizer below, and tests/synth.rs covers its other paths.
+# exercises under memcheck (a task set, owned JSON strings, error objects); it runs with ASAN +
+# LeakSanitizer above, and tests/synth.rs covers its other paths.
 memcheck_synth() {
     step "valgrind memcheck: examples/c/synth_tasks on a repository whose suite crashes"
     memcheck 2 "$work/vg-synth.log" "$work/synth_tasks" "$trap_repo" 1
@@ -208,7 +234,7 @@ memcheck_synth() {
 # itself is dozens of sandboxed test runs (synthesis of the task pools, the rollouts, the
 # held-out evaluation), an hour under memcheck; its memory handling (a handle, owned JSON
 # strings, error objects) is what the other examples exercise under memcheck, and it runs
-# natively and under ASAN + LeakSanitizer below.
+# with ASAN + LeakSanitizer above.
 memcheck_train() {
     step "valgrind memcheck: examples/c/train_policy --skip-training"
     memcheck 0 "$work/vg-train.log" "$work/train_policy" --skip-training
@@ -218,7 +244,7 @@ memcheck_train() {
 # in the ONNX Runtime library it loads (a 4-byte memcpy whose source and destination are the same
 # address, inside the prebuilt libonnxruntime, which has no symbols to suppress by) and in ld.so
 # while it loads it (its SSE strncmp reading past the RPATH string, a known false positive), and
-# no definite leak. It runs natively and under ASAN + LeakSanitizer below, which instruments the
+# no definite leak. It runs with ASAN + LeakSanitizer above, which instruments the
 # C code and tracks every allocation of the Rust library; tests/llm.rs covers the other paths.
 
 memcheck_leak() {
@@ -241,50 +267,6 @@ if [ "$lane1_status" -ne 0 ] || [ "$lane2_status" -ne 0 ]; then
     echo "valgrind memcheck failed (lane statuses $lane1_status, $lane2_status)" >&2
     exit 1
 fi
-
-# AddressSanitizer ---------------------------------------------------------------------------
-#
-# Only the C code is instrumented; ASAN's allocator and LeakSanitizer still see every
-# allocation of the Rust library (it uses the system malloc). wasmtime installs its own
-# SIGSEGV/SIGBUS/SIGFPE/SIGILL handlers for traps after ASAN installed its SIGSEGV, SIGBUS and
-# SIGFPE handlers, and chains to them for faults outside wasm code:
-#   allow_user_segv_handler=1  lets wasmtime replace ASAN's handlers (so wasm traps work);
-#   handle_segv/handle_sigbus/handle_sigfpe=1  keep ASAN's reports for real host crashes,
-#       reached through wasmtime's chaining;
-#   detect_leaks=1  LeakSanitizer at exit (the default on x86-64 Linux, made explicit).
-#   exitcode=99  distinguishes a sanitizer report from the example's own exit statuses.
-asan_options=(detect_leaks=1 allow_user_segv_handler=1 handle_segv=1 handle_sigbus=1
-    handle_sigfpe=1 halt_on_error=1 exitcode=99)
-ASAN_OPTIONS="$(IFS=:; echo "${asan_options[*]}")"
-export ASAN_OPTIONS
-asan_flags=(-fsanitize=address -fno-omit-frame-pointer)
-
-step "AddressSanitizer: build"
-gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/run_tests.c "${libs[@]}" -o "$work/run_tests_asan"
-gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/agent_env.c "${libs[@]}" -o "$work/agent_env_asan"
-gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/synth_tasks.c "${libs[@]}" -o "$work/synth_tasks_asan"
-gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/train_policy.c "${libs[@]}" -o "$work/train_policy_asan"
-gcc "${cflags[@]}" "${asan_flags[@]}" examples/c/local_model.c "${libs[@]}" -o "$work/local_model_asan"
-gcc "${cflags[@]}" "${asan_flags[@]}" "$work/leak.c" "${libs[@]}" -o "$work/leak_asan"
-
-step "AddressSanitizer: examples/c/run_tests examples/repos/textkit"
-"$work/run_tests_asan" examples/repos/textkit | tail -n 1
-
-step "AddressSanitizer: a crashing guest"
-expect_status 1 "$work/run_tests_asan" "$trap_repo" | grep -E '^(crashed|detail)'
-
-step "AddressSanitizer: examples/c/agent_env (episode and oracle evaluation)"
-"$work/agent_env_asan" examples/tasks/sample.jsonl | tail -n 1
-
-step "AddressSanitizer: examples/c/synth_tasks (synthesis and oracle evaluation)"
-"$work/synth_tasks_asan" examples/repos/textkit 3 | tail -n 1
-expect_status 2 "$work/synth_tasks_asan" "$trap_repo" 1 2>&1 | grep -E 'error 14: '
-
-step "AddressSanitizer: examples/c/train_policy (advantages and a tiny training run)"
-"$work/train_policy_asan" examples/repos/textkit | tail -n 1
-
-step "AddressSanitizer: examples/c/local_model (a local model on ONNX Runtime)"
-"$work/local_model_asan" "$tiny_model" | tail -n 1
 
 step "AddressSanitizer: the deliberate leak is reported"
 expect_status 99 "$work/leak_asan" 2>"$work/asan-leak.log" >/dev/null

@@ -7,11 +7,34 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# The dev profile (dependencies optimised, Cargo.toml) reuses what `cargo build --workspace`
-# compiled instead of building every dependency again in release.
-maturin build -q --profile dev -m bindings-python/Cargo.toml -o "$work/dist"
+# The dev profile (dependencies optimised, Cargo.toml) reuses what `cargo build --workspace
+# --all-targets` compiled instead of building every dependency again in release. For that the
+# package's dependencies must resolve to the same features as in the workspace's build: the
+# feature pins of bindings-python/Cargo.toml, and the test-support features that the
+# workspace's test targets turn on (dead code in the wheel). A drift only costs compile time:
+# it is reported, not fatal.
+wheel_features=frognano-sandbox/testing,frognano-env/testing
+resolved_features() { cargo tree --offline -e normal,build -f '{p}|{f}' --prefix none "$@" 2>/dev/null | sed 's/ (\*)$//' | sort -u; }
+build_wheel() {
+  local drift
+  drift="$(comm -13 <(resolved_features --workspace -e dev) <(resolved_features -p frognano-python --features "$wheel_features") || true)"
+  if [ -n "$drift" ]; then
+    echo "warning: the wheel's build resolves these dependencies with other features than the workspace (pin them in bindings-python/Cargo.toml):" >&2
+    echo "$drift" >&2
+  fi
+  maturin build -q --profile dev -m bindings-python/Cargo.toml --features "$wheel_features" -o "$1"
+}
+# `ci.sh --build-wheel DIR` only builds the wheel into DIR (scripts/test.sh builds it before the
+# test lanes start, so that no cargo command runs beside the other lane's `cargo test`); with
+# FROGNANO_WHEEL_DIR set, the wheel found there is tested instead of building one.
+if [ "${1:-}" = --build-wheel ]; then
+  build_wheel "${2:?usage: ci.sh --build-wheel DIR}"
+  exit 0
+fi
+dist="${FROGNANO_WHEEL_DIR:-$work/dist}"
+[ -n "${FROGNANO_WHEEL_DIR:-}" ] || build_wheel "$dist"
 python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$work"/dist/frognano-*.whl pytest
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$dist"/frognano-*.whl pytest
 # With the learner environment given (FROGNANO_LEARNER_ENV), its packages (torch, transformers,
 # numpy, ...: the frognano[torch] extra) are visible to this venv through a .pth file instead of
 # being installed again, so the language-model tests run against the installed package.

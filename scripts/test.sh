@@ -21,20 +21,47 @@ background() {
         started=$SECONDS
         status=0
         "$@" >"$logs/$label.log" 2>&1 || status=$?
-        echo "$((SECONDS - started))" >"$logs/$label.seconds"
+        cpu_seconds cpu
+        echo "$((SECONDS - started)) $cpu" >"$logs/$label.seconds"
         exit "$status"
     ) &
     background_pids[$label]=$!
 }
 background_wait() {
-    local label=$1 status=0
+    local label=$1 status=0 seconds cpu
     wait "${background_pids[$label]}" || status=$?
-    background_record "$label" "$(cat "$logs/$label.seconds" 2>/dev/null || echo "?")"
+    read -r seconds cpu <"$logs/$label.seconds" 2>/dev/null || seconds="?"
+    background_record "$label" "$seconds" "${cpu:-}"
     if [ "$status" -ne 0 ]; then
         cat "$logs/$label.log" >&2
         echo "$label failed (exit status $status)" >&2
         exit 1
     fi
+}
+
+# Test lanes: `lane LABEL FUNCTION` runs FUNCTION in the background with sections of its own
+# (their rows join the table at the end) and its output in a log; `lane_wait LABEL` waits for it
+# and shows the log. The two lanes below share the machine's cores: most of what they run is
+# one sandboxed interpreter at a time, which leaves a core idle when run alone.
+declare -A lane_pids
+lane() {
+    local label=$1
+    shift
+    section_extra_rows+=("$logs/lane-$label.rows")
+    (
+        section_labels=() section_seconds=() section_cpu=() section_current=""
+        trap 'section_rows "$label: " >"$logs/lane-$label.rows"' EXIT
+        "$@"
+        section_end
+    ) >"$logs/lane-$label.log" 2>&1 &
+    lane_pids[$label]=$!
+}
+lane_wait() {
+    local label=$1 status=0
+    wait "${lane_pids[$label]}" || status=$?
+    echo "---------------- lane $label (exit status $status) ----------------"
+    cat "$logs/lane-$label.log"
+    return "$status"
 }
 
 # Pinned wheels are fetched into pip's cache while the compiler runs (the network is idle
@@ -76,8 +103,9 @@ fi
 background_wait prefetch
 
 # The runtime (CPU: compiling and snapshotting the interpreter images) is set up while the
-# Python environments install (disk and network) beside it.
-section "setup: runtime images and the inference, learner, integrations and serving environments"
+# Python environments install (disk and network) beside it; the wheel is built here too, the
+# last cargo build of the run (see the lanes below).
+section "setup: runtime images, the inference, learner, integrations and serving environments, the wheel"
 background serving "$bin/frognano" models setup --serving
 learner_and_integrations() {
     "$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p' >"$logs/learner_env"
@@ -87,19 +115,34 @@ learner_and_integrations() {
 background learner learner_and_integrations
 "$bin/frognano" setup --all-images
 "$bin/frognano" models setup
+wheel_dir="$(mktemp -d)"
+bash bindings-python/ci.sh --build-wheel "$wheel_dir"
 background_wait learner
 background_wait serving
 tail -1 "$logs/serving.log"
 learner_env="$(cat "$logs/learner_env")"
 integrations_env="$(tail -1 "$logs/integrations_env")"
-section "cargo test"
-cargo test --workspace
-section "PyTorch learner tests (learner environment)"
-"$learner_env/bin/python" -m pytest bindings-python/tests/learner -q -p no:cacheprovider --durations=15
-section "Python package: wheel, tests against the installed package, examples"
-FROGNANO_LEARNER_ENV="$learner_env" FROGNANO_INTEGRATIONS_ENV="$integrations_env" bash bindings-python/ci.sh
-section "C library: header, examples natively, under valgrind and AddressSanitizer"
-bash bindings-c/ci.sh
+
+# The tests run in two lanes side by side. No cargo command runs in lane B: `cargo test` in
+# lane A holds the build directory, and lane B uses what the build above made.
+section "tests in two lanes (A: cargo test, CLI examples; B: Python, C)"
+lane_a() {
+    section "cargo test"
+    # frognano-python has no Rust tests (pytest tests its wheel); leaving it out keeps cargo
+    # from rebuilding the extension that maturin just built with its own environment.
+    cargo test --workspace --exclude frognano-python
+    cli_examples
+}
+lane_b() {
+    section "PyTorch learner tests (learner environment)"
+    "$learner_env/bin/python" -m pytest bindings-python/tests/learner -q -p no:cacheprovider --durations=15
+    section "Python package: tests against the installed wheel, examples"
+    FROGNANO_WHEEL_DIR="$wheel_dir" FROGNANO_LEARNER_ENV="$learner_env" \
+        FROGNANO_INTEGRATIONS_ENV="$integrations_env" bash bindings-python/ci.sh
+    section "C library: examples with AddressSanitizer and under valgrind"
+    FROGNANO_PREBUILT=1 bash bindings-c/ci.sh
+}
+cli_examples() {
 section "CLI examples: test, eval, synth, train"
 "$bin/examples/run_tests" examples/repos/textkit | tail -1
 "$bin/frognano" test examples/repos/tinyparse
@@ -159,6 +202,13 @@ wait "$serve_pid"  # a graceful stop exits 0
 "$bin/frognano" models fetch smollm2-135m
 "$bin/frognano" models check smollm2-135m
 expect "def " "$bin/frognano" generate --prompt "Write a Python function that reverses a string." --max-new-tokens 40
+}
+lane a lane_a
+lane b lane_b
+lanes_status=0
+lane_wait a || lanes_status=$?
+lane_wait b || lanes_status=$?
+[ "$lanes_status" -eq 0 ] || { echo "a test lane failed" >&2; exit "$lanes_status"; }
 # Benchmarks (bench policy, bench learner, bench serve) are measurements, run by hand: see the README.
 section_end
 echo "all tests passed"

@@ -10,6 +10,7 @@
 
 mod batch;
 mod engine;
+mod function_cache;
 mod guest;
 mod options;
 mod prepare;
@@ -97,7 +98,16 @@ impl Sandbox {
         }
         let image = image::prepare_image(options.image, progress)?;
         let pytest_layer = layers::prepare_pytest_layer(progress)?;
-        let engine = Engine::new(&engine_config()).map_err(SandboxError::runtime)?;
+        let mut config = engine_config();
+        // Snapshots compile the interpreter's functions again: load them from the cache.
+        if let Some(cache) =
+            function_cache::FunctionCache::open(&crate::assets::cache_dir().join("compiled"))
+        {
+            config
+                .enable_incremental_compilation(std::sync::Arc::new(cache))
+                .map_err(SandboxError::runtime)?;
+        }
+        let engine = Engine::new(&config).map_err(SandboxError::runtime)?;
         start_epoch_ticker(&engine);
         let linker = make_linker(&engine)?;
         let snapshot = options.snapshot && options.image.supports_snapshot();
