@@ -67,7 +67,7 @@ export FROGNANO_CLI="$target/debug/frognano" FROGNANO_C_LIBRARY="$target/debug/l
 "$work/venv/bin/python" examples/python/run_tests.py | tail -1
 "$work/venv/bin/python" examples/python/agent_loop.py | tail -2
 "$work/venv/bin/python" examples/python/synth_tasks.py | tail -2
-"$work/venv/bin/python" examples/python/train_policy.py | tail -1
+"$work/venv/bin/python" examples/python/train_policy.py --iterations 1 | tail -1
 "$work/venv/bin/python" examples/python/local_model.py | tail -3
 # The cluster example needs Ray (the integrations environment has it).
 if [ -n "${FROGNANO_INTEGRATIONS_ENV:-}" ] || "$work/venv/bin/python" -c "import ray" 2>/dev/null; then

@@ -87,7 +87,9 @@ cargo fmt --all -- --check
 # Python builds) inherits the same wrapper, so nothing is compiled twice. Without the driver
 # (a toolchain without clippy) the lints run apart as `cargo clippy`.
 clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
-background prefetch prefetch_wheels
+# At the lowest priority: the downloads (hashing, decompression) take the cores only when the
+# compiler leaves one idle.
+background prefetch nice -n 19 bash -c "$(declare -f prefetch_wheels); prefetch_wheels"
 if [ -x "$clippy_driver" ]; then
     section "cargo build with clippy's lints (warnings denied)"
     export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
