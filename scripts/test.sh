@@ -127,17 +127,17 @@ integrations_env="$(tail -1 "$logs/integrations_env")"
 
 # The tests run in two lanes side by side. No cargo command runs in lane B: `cargo test` in
 # lane A holds the build directory, and lane B uses what the build above made.
-section "tests in two lanes (A: cargo test, CLI examples; B: Python, C)"
+section "tests in two lanes (A: cargo test, CLI examples, learner; B: Python package, C)"
 lane_a() {
     section "cargo test"
     # frognano-python has no Rust tests (pytest tests its wheel); leaving it out keeps cargo
     # from rebuilding the extension that maturin just built with its own environment.
     cargo test --workspace --exclude frognano-python
     cli_examples
-}
-lane_b() {
     section "PyTorch learner tests (learner environment)"
     "$learner_env/bin/python" -m pytest bindings-python/tests/learner -q -p no:cacheprovider --durations=15
+}
+lane_b() {
     section "Python package: tests against the installed wheel, examples"
     FROGNANO_WHEEL_DIR="$wheel_dir" FROGNANO_LEARNER_ENV="$learner_env" \
         FROGNANO_INTEGRATIONS_ENV="$integrations_env" bash bindings-python/ci.sh
