@@ -19,7 +19,7 @@ if [ ! -f "$env_dir/.complete" ]; then
   learner_site="$("$learner_env/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   site="$("$partial/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   echo "$learner_site" > "$site/frognano-learner-env.pth"
-  "$partial/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-compile --require-hashes -r "$lock" >&2
+  "$partial/bin/python" -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r "$lock" >&2
   # The venv is relocated by renaming: its scripts' shebangs name the partial path, so the
   # tests call `python -m`, never the scripts.
   "$partial/bin/python" -c 'import gymnasium, trl, skyrl_gym, verifiers, openrlhf.utils.agent, verl.experimental.agent_loop.agent_loop' >&2

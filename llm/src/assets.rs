@@ -256,9 +256,6 @@ pub fn ensure_python_env(flavor: PythonEnv, progress: Progress<'_>) -> Result<In
             "--require-hashes",
             "--no-deps",
             "--only-binary=:all:",
-            // No byte-compiling of every installed module (torch alone has thousands): Python
-            // compiles and caches the modules a process imports, on first import.
-            "--no-compile",
         ]);
         run_quiet(command.arg("-r").arg(&path), "pip install")?;
     }
