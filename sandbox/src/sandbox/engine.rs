@@ -67,6 +67,11 @@ pub(super) fn start_epoch_ticker(engine: &Engine) {
     drop(spawned);
 }
 
+/// The cache folder of compiled modules (and of their compiled functions, `function_cache`).
+pub(super) fn compiled_dir() -> std::path::PathBuf {
+    assets::cache_dir().join("compiled")
+}
+
 pub(super) fn load_or_compile(
     engine: &Engine,
     prefix: &str,
@@ -75,7 +80,7 @@ pub(super) fn load_or_compile(
     what: &str,
     wasm: impl FnOnce() -> Result<Vec<u8>>,
 ) -> Result<Module> {
-    let dir = assets::cache_dir().join("compiled");
+    let dir = compiled_dir();
     let path = dir.join(format!(
         "{prefix}-{}.cwasm",
         &assets::sha256_bytes(key.as_bytes())[..32]

@@ -100,9 +100,7 @@ impl Sandbox {
         let pytest_layer = layers::prepare_pytest_layer(progress)?;
         let mut config = engine_config();
         // Snapshots compile the interpreter's functions again: load them from the cache.
-        if let Some(cache) =
-            function_cache::FunctionCache::open(&crate::assets::cache_dir().join("compiled"))
-        {
+        if let Some(cache) = function_cache::FunctionCache::open(&engine::compiled_dir()) {
             config
                 .enable_incremental_compilation(std::sync::Arc::new(cache))
                 .map_err(SandboxError::runtime)?;
