@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fast path: format check and the pure unit tests (every crate's own tests, the trainer on
 # scripted environments, the C header check), with no runtime setup and no sandboxed run.
-# Under two minutes once `target/` is built; `bash scripts/test.sh` runs everything.
+# About half a minute once `target/` is built; `bash scripts/test.sh` runs everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
