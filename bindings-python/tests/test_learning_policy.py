@@ -47,3 +47,20 @@ def test_grpo_trainer_trains_a_language_model_and_hands_its_weights_back(tmp_pat
     policy.load_state(state)
     assert (policy.weights / "model.onnx.data").read_bytes() == saved
     assert recomputed.shape == arrays["rollout_logprobs"].shape
+
+
+def test_training_rollouts_sample_by_default_and_greedy_ones_are_refused(tmp_path):
+    from frognano.torch_learner import ConfigError
+
+    fp32 = frognano.make_tiny_model(tmp_path / "tiny", seed=0, progress=lambda message: None)
+    with pytest.raises(ConfigError, match="greedy"):
+        LearningOnnxPolicy(fp32, {"seed": 0}, work_dir=tmp_path / "greedy",
+                           generation={"temperature": 0.0, "max_new_tokens": 4})
+    policy = LearningOnnxPolicy(fp32, {"seed": 0}, work_dir=tmp_path / "work",
+                                generation={"max_new_tokens": 4})
+    assert "temperature=1" in repr(policy.policy), repr(policy.policy)
+    contexts = [{"task_id": "t", "initial": {"text": "fix add()"}, "history": []}] * 4
+    outputs = policy.act(contexts)
+    assert outputs[0]["decision"]["temperature"] == 1.0
+    # Sampled, not greedy: four rollouts of one prompt are not all the same.
+    assert len({tuple(o["token_ids"]) for o in outputs}) > 1

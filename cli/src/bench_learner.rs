@@ -64,6 +64,7 @@ pub fn bench(args: &BenchLearnerArgs) -> anyhow::Result<ExitCode> {
         int4_model: int4,
         episodes: args.episodes,
         new_tokens: args.tokens,
+        sampling: None,
         learner,
         python: args.python.clone(),
         scratch: scratch.path().to_path_buf(),

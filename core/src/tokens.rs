@@ -18,11 +18,19 @@
 //! | `rollout_logprobs` | float32 | [C] | log-probs under the rollout policy |
 //! | `loss_mask` | uint8 | [C] | 1: a model token to train on |
 //! | `temperatures` | float32 | [S] | rollout temperature (1.0 for greedy) |
+//! | `top_k` | int64 | [S] | the rollout's top-k (0: none) |
+//! | `top_p` | float32 | [S] | the rollout's top-p (1.0: none) |
+//! | `length_limited` | uint8 | [S] | 1 where the generation stopped at its token limit |
 //! | `step_trajectory` | int64 | [S] | the trajectory of each step |
 //! | `step_advantages` | float32 | [S] | its trajectory's advantage |
 //! | `advantages`, `rewards` | float32 | [T] | per trajectory |
 //! | `truncated`, `resolved` | uint8 | [T] | per trajectory |
 //! | `groups` | int64 | [T] | the group (task) of each trajectory |
+//!
+//! `rollout_logprobs` are log-probs of the distribution each token was drawn from: at the
+//! step's temperature, renormalised over the tokens its top-k / top-p kept. `top_k`, `top_p`
+//! and `length_limited` may be absent from a file (older writers): they then read as no
+//! truncation and no step cut at its limit.
 //!
 //! and the metadata `format`, `version`, `iteration`, `estimator`, `group_size` and
 //! `task_ids` (a JSON list, one per trajectory).
@@ -71,6 +79,13 @@ pub struct TokenBatch {
     pub loss_mask: Vec<u8>,
     /// Rollout temperature of each step (1.0 for greedy decoding).
     pub temperatures: Vec<f32>,
+    /// The top-k each step sampled with (0: no top-k).
+    pub top_k: Vec<i64>,
+    /// The top-p each step sampled with (1.0: no top-p).
+    pub top_p: Vec<f32>,
+    /// 1 where the step's generation stopped at its token limit (finish reason "length"):
+    /// its completion is cut, not an answer the model chose to end.
+    pub length_limited: Vec<u8>,
     /// Trajectory index of each step.
     pub step_trajectory: Vec<i64>,
     /// Advantage of each step (its trajectory's, broadcast).
@@ -181,11 +196,25 @@ impl TokenBatch {
                     .and_then(|d| d.get("temperature"))
                     .and_then(serde_json::Value::as_f64)
                     .map_or(1.0, |t| t as f32);
-                out.temperatures.push(if temperature <= GREEDY_TEMPERATURE {
-                    1.0
-                } else {
-                    temperature
-                });
+                let greedy = temperature <= GREEDY_TEMPERATURE;
+                out.temperatures
+                    .push(if greedy { 1.0 } else { temperature });
+                let decision = |key: &str| step.decision.as_ref().and_then(|d| d.get(key));
+                // Greedy decoding draws from no truncated distribution: its log-probs are the
+                // model's own.
+                let top_k = decision("top_k")
+                    .and_then(serde_json::Value::as_u64)
+                    .filter(|_| !greedy)
+                    .unwrap_or(0);
+                let top_p = decision("top_p")
+                    .and_then(serde_json::Value::as_f64)
+                    .filter(|p| !greedy && *p > 0.0 && *p < 1.0)
+                    .unwrap_or(1.0);
+                out.top_k.push(i64::try_from(top_k).unwrap_or(i64::MAX));
+                out.top_p.push(top_p as f32);
+                out.length_limited.push(u8::from(
+                    decision("finish_reason").and_then(serde_json::Value::as_str) == Some("length"),
+                ));
                 out.step_trajectory.push(t as i64);
                 out.step_advantages.push(trajectory.advantage as f32);
             }
@@ -261,6 +290,9 @@ impl TokenBatch {
         }
         for (name, len) in [
             ("temperatures", self.temperatures.len()),
+            ("top_k", self.top_k.len()),
+            ("top_p", self.top_p.len()),
+            ("length_limited", self.length_limited.len()),
             ("step_trajectory", self.step_trajectory.len()),
             ("step_advantages", self.step_advantages.len()),
         ] {
@@ -320,6 +352,22 @@ impl TokenBatch {
                 self.temperatures[i]
             )));
         }
+        if let Some(i) = self.top_k.iter().position(|k| *k < 0) {
+            return Err(invalid(format!(
+                "top_k[{i}] is {} (0 or more)",
+                self.top_k[i]
+            )));
+        }
+        if let Some(i) = self
+            .top_p
+            .iter()
+            .position(|p| !p.is_finite() || *p <= 0.0 || *p > 1.0)
+        {
+            return Err(invalid(format!(
+                "top_p[{i}] is {} (in (0, 1])",
+                self.top_p[i]
+            )));
+        }
         Ok(())
     }
 
@@ -373,6 +421,14 @@ impl TokenBatch {
                 Dtype::F32,
                 f32s(&self.temperatures),
                 self.temperatures.len(),
+            ),
+            ("top_k", Dtype::I64, i64s(&self.top_k), self.top_k.len()),
+            ("top_p", Dtype::F32, f32s(&self.top_p), self.top_p.len()),
+            (
+                "length_limited",
+                Dtype::U8,
+                self.length_limited.clone(),
+                self.length_limited.len(),
             ),
             (
                 "step_trajectory",
@@ -486,8 +542,11 @@ impl TokenBatch {
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect())
         };
+        let present = |name: &str| tensors.names().contains(&name);
         let task_ids: Vec<String> = serde_json::from_str(&field("task_ids")?)
             .map_err(|e| invalid(format!("the metadata's `task_ids`: {e}")))?;
+        let temperatures = f32s("temperatures")?;
+        let steps = temperatures.len();
         let batch = TokenBatch {
             iteration: number("iteration")?,
             estimator: field("estimator")?,
@@ -499,7 +558,22 @@ impl TokenBatch {
             completion_offsets: i64s("completion_offsets")?,
             rollout_logprobs: f32s("rollout_logprobs")?,
             loss_mask: raw("loss_mask", Dtype::U8)?,
-            temperatures: f32s("temperatures")?,
+            top_k: if present("top_k") {
+                i64s("top_k")?
+            } else {
+                vec![0; steps]
+            },
+            top_p: if present("top_p") {
+                f32s("top_p")?
+            } else {
+                vec![1.0; steps]
+            },
+            length_limited: if present("length_limited") {
+                raw("length_limited", Dtype::U8)?
+            } else {
+                vec![0; steps]
+            },
+            temperatures,
             step_trajectory: i64s("step_trajectory")?,
             step_advantages: f32s("step_advantages")?,
             advantages: f32s("advantages")?,
@@ -611,6 +685,49 @@ mod tests {
         let bytes = tokens.to_safetensors().expect("write");
         let back = TokenBatch::from_safetensors(&bytes).expect("read");
         assert_eq!(back, tokens);
+    }
+
+    #[test]
+    fn sampling_truncation_and_length_cuts_travel_per_step_and_older_files_still_read() {
+        let mut b = batch();
+        b.trajectories[0].steps[0].decision = Some(serde_json::json!({
+            "temperature": 0.7, "top_k": 40, "top_p": 0.9, "finish_reason": "length"
+        }));
+        // Greedy decoding ignores top-k / top-p: its log-probs are the model's own.
+        b.trajectories[0].steps[2].decision = Some(serde_json::json!({
+            "temperature": 0.0, "top_k": 40, "top_p": 0.9, "finish_reason": "eos"
+        }));
+        let tokens = TokenBatch::from_batch(&b).expect("token batch");
+        assert_eq!(tokens.top_k, vec![40, 0, 0]);
+        assert_eq!(tokens.top_p, vec![0.9, 1.0, 1.0]);
+        assert_eq!(tokens.length_limited, vec![1, 0, 0]);
+        let back =
+            TokenBatch::from_safetensors(&tokens.to_safetensors().expect("write")).expect("read");
+        assert_eq!(back, tokens);
+
+        // A file of an older writer, without the three per-step tensors.
+        let bytes = tokens.to_safetensors().expect("write");
+        let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes).expect("metadata");
+        let views = safetensors::SafeTensors::deserialize(&bytes).expect("views");
+        let kept: Vec<(String, TensorView<'_>)> = views
+            .tensors()
+            .into_iter()
+            .filter(|(name, _)| !matches!(name.as_str(), "top_k" | "top_p" | "length_limited"))
+            .collect();
+        let older = safetensors::serialize(kept, metadata.metadata().clone()).expect("older");
+        let read = TokenBatch::from_safetensors(&older).expect("an older file reads");
+        assert_eq!(read.top_k, vec![0, 0, 0]);
+        assert_eq!(read.top_p, vec![1.0, 1.0, 1.0]);
+        assert_eq!(read.length_limited, vec![0, 0, 0]);
+
+        let mut bad = tokens.clone();
+        bad.top_p[1] = 0.0;
+        assert!(
+            bad.validate()
+                .expect_err("top_p 0")
+                .to_string()
+                .contains("top_p[1]")
+        );
     }
 
     #[test]

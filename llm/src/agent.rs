@@ -271,6 +271,8 @@ impl OnnxPolicy {
                     "prompt_tokens": g.prompt_tokens,
                     "finish_reason": g.finish_reason,
                     "temperature": options.temperature,
+                    "top_k": options.top_k,
+                    "top_p": options.top_p,
                 })),
                 logprobs: g.logprobs,
                 prompt_ids: Some(prompt),

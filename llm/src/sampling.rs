@@ -1,10 +1,11 @@
 //! Choosing the next token from logits, with its log-probability.
 //!
-//! The log-probability returned for a token is `log_softmax(logits / T)[token]` at the request's
-//! temperature `T`, taken over the whole vocabulary *before* top-k / top-p truncation (with greedy
-//! decoding, `T = 1`: the model's own distribution). That is the density a policy-gradient learner
-//! recomputes from the same logits at the same temperature, so importance ratios stay exact; the
-//! truncation only narrows which tokens can be drawn.
+//! The log-probability returned for a token is that of the distribution it was drawn from:
+//! `log_softmax(logits / T)` at the request's temperature `T`, renormalised over the tokens that
+//! top-k / top-p kept (with greedy decoding, `T = 1` over the whole vocabulary: the model's own
+//! distribution). [`Sampler::logprob`] computes the same figure for a given token, and a
+//! policy-gradient learner recomputes it from the same logits with the same truncation, so
+//! importance ratios compare the distribution actually sampled.
 
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -23,61 +24,88 @@ pub struct Sampler {
     pub top_p: f32,
 }
 
+/// The tokens a sampler may draw, with their unnormalised weights `exp(l / T - max)`.
+struct Kept {
+    candidates: Vec<(usize, f64)>,
+    temperature: f64,
+    scaled_max: f64,
+}
+
+impl Kept {
+    fn log_total(&self) -> f64 {
+        self.candidates.iter().map(|c| c.1).sum::<f64>().ln()
+    }
+}
+
 impl Sampler {
     /// Whether this sampler is greedy.
     pub fn is_greedy(&self) -> bool {
         self.temperature <= GREEDY_TEMPERATURE
     }
 
+    fn temperature(&self) -> f64 {
+        if self.is_greedy() {
+            1.0
+        } else {
+            f64::from(self.temperature)
+        }
+    }
+
+    /// The tokens this sampler may draw from `logits`: all of them when greedy (its
+    /// log-probs are the model's own distribution), else those top-k and top-p keep.
+    fn kept(&self, logits: &[f32]) -> Kept {
+        let temperature = self.temperature();
+        let scaled_max = logits
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &l| m.max(f64::from(l) / temperature));
+        let mut candidates: Vec<(usize, f64)> = logits
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (i, (f64::from(l) / temperature - scaled_max).exp()))
+            .collect();
+        if !self.is_greedy() {
+            if self.top_k > 0 && self.top_k < candidates.len() {
+                candidates.select_nth_unstable_by(self.top_k - 1, |a, b| b.1.total_cmp(&a.1));
+                candidates.truncate(self.top_k);
+            }
+            if self.top_p < 1.0 {
+                candidates.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
+                let total: f64 = candidates.iter().map(|c| c.1).sum();
+                let mut kept = 0.0;
+                let mut keep = candidates.len();
+                for (i, c) in candidates.iter().enumerate() {
+                    kept += c.1;
+                    if kept >= f64::from(self.top_p) * total {
+                        keep = i + 1;
+                        break;
+                    }
+                }
+                candidates.truncate(keep.max(1));
+            }
+        }
+        Kept {
+            candidates,
+            temperature,
+            scaled_max,
+        }
+    }
+
     /// Chooses a token from one row of logits; returns it with its log-probability (see the
     /// module docs for which distribution).
     pub fn choose(&self, logits: &[f32], rng: &mut StdRng) -> (u32, f32) {
-        let temperature = if self.is_greedy() {
-            1.0
-        } else {
-            self.temperature as f64
+        let kept = self.kept(logits);
+        let log_total = kept.log_total();
+        let logprob = |token: usize| {
+            (f64::from(logits[token]) / kept.temperature - kept.scaled_max - log_total) as f32
         };
-        let scaled_max = logits
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64 / temperature));
-        // log-sum-exp with the maximum subtracted, in f64.
-        let sum: f64 = logits
-            .iter()
-            .map(|&l| (l as f64 / temperature - scaled_max).exp())
-            .sum();
-        let log_norm = scaled_max + sum.ln();
-        let logprob = |token: usize| (logits[token] as f64 / temperature - log_norm) as f32;
         if self.is_greedy() {
             let token = argmax(logits);
             return (token as u32, logprob(token));
         }
-        let mut candidates: Vec<(usize, f64)> = logits
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i, (l as f64 / temperature - scaled_max).exp()))
-            .collect();
-        if self.top_k > 0 && self.top_k < candidates.len() {
-            candidates.select_nth_unstable_by(self.top_k - 1, |a, b| b.1.total_cmp(&a.1));
-            candidates.truncate(self.top_k);
-        }
-        if self.top_p < 1.0 {
-            candidates.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-            let total: f64 = candidates.iter().map(|c| c.1).sum();
-            let mut kept = 0.0;
-            let mut keep = candidates.len();
-            for (i, c) in candidates.iter().enumerate() {
-                kept += c.1;
-                if kept >= self.top_p as f64 * total {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            candidates.truncate(keep.max(1));
-        }
-        let total: f64 = candidates.iter().map(|c| c.1).sum();
+        let total: f64 = kept.candidates.iter().map(|c| c.1).sum();
         let mut draw = rng.random::<f64>() * total;
-        let mut token = candidates[candidates.len() - 1].0;
-        for &(i, weight) in &candidates {
+        let mut token = kept.candidates[kept.candidates.len() - 1].0;
+        for &(i, weight) in &kept.candidates {
             if draw < weight {
                 token = i;
                 break;
@@ -85,6 +113,20 @@ impl Sampler {
             draw -= weight;
         }
         (token as u32, logprob(token))
+    }
+
+    /// The log-probability [`Sampler::choose`] reports for `token` from `logits` (teacher
+    /// forcing a recorded rollout). A token outside the kept set (the logits moved since it
+    /// was drawn) is scored as if it had been kept, like the learner does, so that the figure
+    /// stays finite. `None` when `token` lies outside the vocabulary.
+    pub fn logprob(&self, logits: &[f32], token: usize) -> Option<f32> {
+        let logit = f64::from(*logits.get(token)?);
+        let mut kept = self.kept(logits);
+        if !kept.candidates.iter().any(|c| c.0 == token) {
+            kept.candidates
+                .push((token, (logit / kept.temperature - kept.scaled_max).exp()));
+        }
+        Some((logit / kept.temperature - kept.scaled_max - kept.log_total()) as f32)
     }
 }
 
@@ -149,9 +191,8 @@ mod tests {
     }
 
     #[test]
-    fn top_k_and_top_p_restrict_the_draw_but_not_the_reported_logprob() {
+    fn top_k_and_top_p_report_the_log_prob_of_the_truncated_distribution() {
         let logits = [5.0f32, 4.9, 0.0, -3.0, 1.0];
-        let expected = log_softmax(&logits, 1.0);
         let mut rng = StdRng::seed_from_u64(7);
         let top_k = Sampler {
             temperature: 1.0,
@@ -159,20 +200,36 @@ mod tests {
             top_p: 1.0,
         };
         let top_p = Sampler {
-            temperature: 1.0,
+            temperature: 0.5,
             top_k: 0,
             top_p: 0.5,
         };
-        for _ in 0..500 {
+        // Two kept tokens at T = 1: renormalised over {0, 1}.
+        let pair = (5.0f64.exp() + 4.9f64.exp()).ln();
+        let mut counts = [0usize; 2];
+        for _ in 0..2000 {
             let (token, lp) = top_k.choose(&logits, &mut rng);
             assert!(token <= 1);
-            assert!((lp as f64 - expected[token as usize]).abs() < 1e-6);
-            let (token, _) = top_p.choose(&logits, &mut rng);
+            counts[token as usize] += 1;
+            let expected = f64::from(logits[token as usize]) - pair;
             assert!(
-                token <= 1,
-                "top-p 0.5 keeps the two nearly equal leaders only"
+                (f64::from(lp) - expected).abs() < 1e-6,
+                "{lp} vs {expected}"
             );
+            assert_eq!(top_k.logprob(&logits, token as usize), Some(lp));
+            // At T = 0.5 the leader alone holds more than half the mass: it is always drawn,
+            // with probability 1 under the truncated distribution.
+            let (token, lp) = top_p.choose(&logits, &mut rng);
+            assert_eq!(token, 0);
+            assert!(lp.abs() < 1e-6, "{lp}");
         }
+        let share = counts[0] as f64 / 2000.0;
+        let expected = 1.0 / (1.0 + (-0.1f64).exp());
+        assert!((share - expected).abs() < 0.04, "{share} vs {expected}");
+        // A token outside the kept set is scored as if kept, finite.
+        let outside = top_k.logprob(&logits, 2).expect("in the vocabulary");
+        assert!(outside.is_finite() && outside < -4.0, "{outside}");
+        assert_eq!(top_k.logprob(&logits, 5), None);
     }
 
     #[test]

@@ -174,6 +174,15 @@ impl LanguageModelConfig {
         self.generation
             .validate()
             .map_err(|e| TrainError::Config(format!("policy.generation: {e}")))?;
+        if self.generation.temperature <= frognano_llm::sampling::GREEDY_TEMPERATURE {
+            return Err(TrainError::Config(
+                "policy.generation.temperature is 0 (greedy): every rollout of a group would \
+                 be the same, every group would have equal rewards and nothing would be \
+                 learned; sample the rollouts (temperature 1 is the default) and set \
+                 policy.eval_generation for greedy evaluations"
+                    .into(),
+            ));
+        }
         if let Some(eval) = &self.eval_generation {
             eval.validate()
                 .map_err(|e| TrainError::Config(format!("policy.eval_generation: {e}")))?;
@@ -645,7 +654,7 @@ impl Learner for LanguageModelPolicy {
         let mut stats = if tokens.trained_tokens() == 0 {
             // Nothing to learn (every group had equal rewards): no update, but the same
             // metrics, so every iteration reports a loss.
-            json!({"loss": 0.0, "pg_loss": 0.0, "learner_tokens": 0, "skipped": true})
+            json!({"loss": 0.0, "pg_loss": 0.0, "learner_tokens": 0, "skipped": true, "updated": false})
                 .as_object()
                 .cloned()
                 .unwrap_or_default()
@@ -659,12 +668,14 @@ impl Learner for LanguageModelPolicy {
                 .request(json!({"op": "learn", "batch": path}))
                 .map_err(frognano_core::Error::from)?;
             let mut stats = answer["stats"].as_object().cloned().unwrap_or_default();
-            // The learner skips batches it has nothing to train on (every trajectory masked
-            // as truncated, say): no update, nothing to hand back.
-            let skipped = stats
-                .get("skipped")
-                .is_some_and(|s| !s.is_null() && *s != json!(false));
-            if !skipped {
+            // The learner says whether the weights changed: a batch with nothing to train on,
+            // or with every optimizer step skipped, leaves them as they were (nothing to hand
+            // back); one with some minibatch steps skipped still changed them.
+            let updated = stats
+                .get("updated")
+                .and_then(Value::as_bool)
+                .unwrap_or_else(|| stats.get("skipped").is_none_or(Value::is_null));
+            if updated {
                 self.updates += 1;
                 let seconds = self
                     .hand_back(self.updates)
@@ -784,5 +795,21 @@ mod tests {
             ..output(None, None, 0)
         };
         assert!(check_served_outputs(&server, &[failed]).is_ok());
+    }
+
+    #[test]
+    fn greedy_training_rollouts_are_refused() {
+        assert!(LanguageModelConfig::default().validate().is_ok());
+        let greedy = LanguageModelConfig {
+            generation: GenerationOptions::greedy(64),
+            ..LanguageModelConfig::default()
+        };
+        let err = greedy.validate().expect_err("greedy rollouts").to_string();
+        assert!(
+            err.contains("temperature") && err.contains("eval_generation"),
+            "{err}"
+        );
+        // Greedy evaluations stay the default.
+        assert!(LanguageModelConfig::default().evaluation_generation().temperature == 0.0);
     }
 }

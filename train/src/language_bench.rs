@@ -8,7 +8,7 @@ use std::time::Instant;
 use frognano_core::{
     Observation, Policy, PolicyContext, StepSample, TokenBatch, TrainingBatch, Trajectory,
 };
-use frognano_llm::{DecoderModel, GenerationOptions, OnnxPolicy, OnnxPolicyConfig};
+use frognano_llm::{DecoderModel, GenerationOptions, OnnxPolicy, OnnxPolicyConfig, Sampler};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -16,8 +16,8 @@ use crate::language::LearnerProcess;
 use crate::{Result, TrainError};
 
 /// Log-probabilities of every completion token of `tokens` under the ONNX model `model`,
-/// teacher-forced, at each step's temperature: `log_softmax(logits / T)[token]`, the
-/// distribution rollouts record.
+/// teacher-forced, each under the distribution its step sampled from (the step's temperature,
+/// top-k and top-p: [`Sampler::logprob`]), the figures rollouts record.
 pub fn onnx_logprobs(model: &mut DecoderModel, tokens: &TokenBatch) -> Result<Vec<f32>> {
     let vocab = model.config.vocab_size;
     let mut out = Vec::with_capacity(tokens.completion_ids.len());
@@ -37,23 +37,20 @@ pub fn onnx_logprobs(model: &mut DecoderModel, tokens: &TokenBatch) -> Result<Ve
         let logits = model
             .full_logits(&sequence)
             .map_err(frognano_core::Error::from)?;
-        let temperature = f64::from(tokens.temperatures[s]);
+        let sampler = Sampler {
+            temperature: tokens.temperatures[s],
+            top_k: usize::try_from(tokens.top_k[s]).unwrap_or(0),
+            top_p: tokens.top_p[s],
+        };
         for (i, &token) in completion.iter().enumerate() {
             let row = &logits[(prompt.len() - 1 + i) * vocab..(prompt.len() + i) * vocab];
-            let max = row
-                .iter()
-                .fold(f64::NEG_INFINITY, |m, &l| m.max(f64::from(l) / temperature));
-            let sum: f64 = row
-                .iter()
-                .map(|&l| (f64::from(l) / temperature - max).exp())
-                .sum();
             let token = usize::try_from(token).unwrap_or(usize::MAX);
-            let Some(&logit) = row.get(token) else {
-                return Err(TrainError::Config(format!(
+            let logprob = sampler.logprob(row, token).ok_or_else(|| {
+                TrainError::Config(format!(
                     "token {token} lies outside the vocabulary of {vocab}"
-                )));
-            };
-            out.push((f64::from(logit) / temperature - max - sum.ln()) as f32);
+                ))
+            })?;
+            out.push(logprob);
         }
     }
     Ok(out)
@@ -112,6 +109,10 @@ pub struct LearnerBenchOptions {
     pub episodes: usize,
     /// Tokens generated per episode.
     pub new_tokens: usize,
+    /// The rollouts' sampling (default: temperature 1, no truncation, no stop: exactly
+    /// `new_tokens` per episode, so that speed figures compare like with like).
+    /// `max_new_tokens` is `new_tokens` whatever this says.
+    pub sampling: Option<GenerationOptions>,
     /// Learner settings.
     pub learner: serde_json::Map<String, Value>,
     /// Interpreter of the learner (default: the managed learner environment).
@@ -230,11 +231,13 @@ pub fn bench_learner(
     progress: &dyn Fn(&str),
 ) -> Result<LearnerBench> {
     let sampling = GenerationOptions {
-        temperature: 1.0,
-        seed: 7,
-        // Exactly `new_tokens` per episode, so the figures compare like with like.
-        stop_token_ids: Some(Vec::new()),
-        ..GenerationOptions::greedy(options.new_tokens)
+        max_new_tokens: options.new_tokens,
+        ..options.sampling.clone().unwrap_or(GenerationOptions {
+            temperature: 1.0,
+            seed: 7,
+            stop_token_ids: Some(Vec::new()),
+            ..GenerationOptions::greedy(options.new_tokens)
+        })
     };
     let config = OnnxPolicyConfig {
         generation: sampling,
@@ -275,10 +278,16 @@ pub fn bench_learner(
     let tokens = TokenBatch::from_batch(&batch)?;
     progress("starting the learner");
     let quiet = |_: &str| {};
+    // The bench's replies run to their token limit on purpose; a learner that left such
+    // replies out (its default) would have nothing to measure.
+    let mut learner_settings = options.learner.clone();
+    learner_settings
+        .entry("mask_length_limited")
+        .or_insert(Value::Bool(false));
     let mut learner = LearnerProcess::start(
         options.python.as_deref(),
         &options.model,
-        &options.learner,
+        &learner_settings,
         &quiet,
     )?;
     let device = learner.info["device"].as_str().unwrap_or("?").to_string();
@@ -326,7 +335,7 @@ pub fn bench_learner(
             let mut fresh = LearnerProcess::start(
                 options.python.as_deref(),
                 &options.model,
-                &options.learner,
+                &learner_settings,
                 &quiet,
             )?;
             let mut int4_policy =

@@ -30,6 +30,7 @@ fn the_learner_and_onnx_runtime_agree_before_and_after_an_update() {
         model,
         episodes: 4,
         new_tokens: 16,
+        sampling: None,
         learner: settings(json!({"learning_rate": 1e-3, "seed": 0})),
         python: None,
         scratch: scratch.path().to_path_buf(),
@@ -62,6 +63,48 @@ fn the_learner_and_onnx_runtime_agree_before_and_after_an_update() {
         .expect("the tiny model has an int4 folder");
     assert_eq!(ratio.tokens, 64);
     assert!(ratio.mean.is_finite() && ratio.p50 > 0.0);
+}
+
+/// Parity under the sampling a user sets: a temperature other than 1, top-k and top-p
+/// (log-probs of the truncated distribution on both sides) and a stop string that ends some
+/// episodes early (the stop token is the last one trained on).
+#[test]
+fn parity_holds_at_another_temperature_with_top_k_top_p_and_stops() {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let new_tokens = 24;
+    let options = LearnerBenchOptions {
+        model: tiny_fp32(),
+        int4_model: None,
+        episodes: 6,
+        new_tokens,
+        sampling: Some(frognano_llm::GenerationOptions {
+            temperature: 0.7,
+            top_k: 20,
+            top_p: 0.8,
+            seed: 3,
+            stop: vec!["e".into()],
+            ..frognano_llm::GenerationOptions::default()
+        }),
+        learner: settings(json!({"learning_rate": 1e-3, "seed": 0})),
+        python: None,
+        scratch: scratch.path().to_path_buf(),
+    };
+    let figures = bench_learner(&options, &|_| {}).expect("bench");
+    assert!(
+        figures.tokens < 6 * new_tokens,
+        "some episodes end at the stop string: {} tokens",
+        figures.tokens
+    );
+    assert!(
+        figures.parity_max_abs_diff <= 1e-3,
+        "rollout vs learner log-probs: {}",
+        figures.parity_max_abs_diff
+    );
+    assert!(
+        figures.handback_parity_max_abs_diff <= 1e-3,
+        "learner vs ONNX Runtime after the hand-back: {}",
+        figures.handback_parity_max_abs_diff
+    );
 }
 
 #[test]
@@ -116,7 +159,7 @@ fn a_policy_checkpoint_restores_the_same_weights() {
             temperature: 1.0,
             ..frognano_llm::GenerationOptions::greedy(8)
         },
-        learner: settings(json!({"learning_rate": 1e-2, "seed": 3})),
+        learner: settings(json!({"learning_rate": 1e-2, "seed": 3, "mask_length_limited": false})),
         ..LanguageModelConfig::default()
     };
     let quiet = |_: &str| {};
@@ -239,7 +282,7 @@ fn rollouts_through_a_served_model_reload_every_update() {
             temperature: 1.0,
             ..frognano_llm::GenerationOptions::greedy(8)
         },
-        learner: settings(json!({"learning_rate": 1e-2, "seed": 3})),
+        learner: settings(json!({"learning_rate": 1e-2, "seed": 3, "mask_length_limited": false})),
         rollout_server: Some(RolloutServer::new(server.url(), server.model_name())),
         ..LanguageModelConfig::default()
     };

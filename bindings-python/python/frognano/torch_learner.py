@@ -15,14 +15,19 @@ T trajectories:
   prompt_ids int64 [P], prompt_offsets int64 [S+1]; completion_ids int64 [C],
   completion_offsets int64 [S+1]; rollout_logprobs float32 [C]; loss_mask uint8 [C];
   temperatures float32 [S]; step_trajectory int64 [S]; step_advantages float32 [S];
-  advantages, rewards float32 [T]; truncated, resolved uint8 [T]; groups int64 [T].
+  advantages, rewards float32 [T]; truncated, resolved uint8 [T]; groups int64 [T]; and, optional
+  (older files lack them): top_k int64 [S] (0: none), top_p float32 [S] (1: none), length_limited
+  uint8 [S] (1: the step's generation stopped at its token limit).
 
-``rollout_logprobs`` are ``log_softmax(logits / T)[token]`` at the step's rollout temperature ``T``
-over the whole vocabulary (``T = 1`` when ``T <= 1e-5``, greedy decoding). The learner recomputes
-exactly that distribution, so importance ratios compare like with like.
+``rollout_logprobs`` are the log-probs of the distribution each token was drawn from:
+``log_softmax(logits / T)`` at the step's rollout temperature ``T`` (``T = 1`` when ``T <= 1e-5``,
+greedy decoding), renormalised over the tokens the step's top-k / top-p kept. The learner
+recomputes exactly that distribution (the same truncation from its own logits, the drawn token
+always kept), so importance ratios compare like with like.
 
-Objective (per trained token: ``loss_mask = 1`` and, with ``mask_truncated``, not in a truncated
-trajectory; ``A`` = the step's advantage, ``r = exp(logp - rollout_logp)``)
+Objective (per trained token: ``loss_mask = 1``; with ``mask_length_limited`` (default) not in a
+step whose generation was cut at its token limit, and with ``mask_truncated`` not in a trajectory
+that ran out of steps; ``A`` = the step's advantage, ``r = exp(logp - rollout_logp)``)
 --------------------------------------------------------------------------------------------------
 * DAPO token-level clipping: ``surrogate = min(r' A, clip(r, 1 - clip_low, 1 + clip_high) A)``.
   Tokens with ``A > 0, r > 1 + clip_high`` or ``A < 0, r < 1 - clip_low`` get no gradient.
@@ -35,6 +40,12 @@ trajectory; ``A`` = the step's advantage, ``r = exp(logp - rollout_logp)``)
 * Optional KL to the initial policy (``kl_coef > 0``; k3 estimator
   ``exp(ref - logp) - (ref - logp) - 1``), added per token. The frozen reference is loaded only
   then (with LoRA: the base model with the adapter disabled, no second copy).
+* A batch whose trained tokens all have advantage 0 (and no KL term) takes no optimizer step:
+  AdamW's momentum would still move the weights.
+* The first batch a learner sees is checked against its own log-probs before any update: a mean
+  |log-ratio| above ``max_initial_log_ratio`` means the rollout log-probs do not come from this
+  policy (for example a server that reports temperature-1 log-probs while sampling at another
+  temperature) and fails with a ``BatchError`` instead of training on wrong ratios.
 * Length normalisation of the summed token losses: ``dr_grpo`` (default, Dr. GRPO: divide by
   ``number of steps in the (mini)batch * max_completion_tokens``, a constant that does not depend
   on how long the completions were, so long and short answers are weighted per token alike and
@@ -162,6 +173,9 @@ BATCH_TENSORS = {
     "rollout_logprobs": ("f", np.float32, "C"),
     "loss_mask": ("iub", np.uint8, "C"),
     "temperatures": ("f", np.float32, "S"),
+    "top_k": ("iu", np.int64, "S"),
+    "top_p": ("f", np.float32, "S"),
+    "length_limited": ("iub", np.uint8, "S"),
     "step_trajectory": ("iu", np.int64, "S"),
     "step_advantages": ("f", np.float32, "S"),
     "advantages": ("f", np.float32, "T"),
@@ -170,6 +184,8 @@ BATCH_TENSORS = {
     "resolved": ("iub", np.uint8, "T"),
     "groups": ("iu", np.int64, "T"),
 }
+# Per-step tensors older writers leave out, and the value each step then has.
+OPTIONAL_STEP_TENSORS = {"top_k": 0, "top_p": 1.0, "length_limited": 0}
 
 
 def write_batch(path, arrays: dict, metadata: dict | None = None) -> Path:
@@ -201,13 +217,15 @@ def build_batch(trajectories: list[dict], metadata: dict | None = None) -> dict:
     """Builds batch arrays (the dict ``write_batch`` takes) from Python lists.
 
     Each trajectory: ``{"steps": [{"prompt": [ids], "completion": [ids], "logprobs": [floats],
-    "mask": [0/1] (default all 1), "temperature": float (default 1.0)}], "advantage": float,
+    "mask": [0/1] (default all 1), "temperature": float (default 1.0), "top_k": int (default 0),
+    "top_p": float (default 1.0), "length_limited": bool (default false)}], "advantage": float,
     "reward": float (default = advantage), "truncated": bool, "resolved": bool, "group": int,
     "task_id": str}``.
     """
     prompt_ids, prompt_offsets = [], [0]
     completion_ids, completion_offsets = [], [0]
     logprobs, mask, temperatures, step_trajectory, step_advantages = [], [], [], [], []
+    top_k, top_p, length_limited = [], [], []
     advantages, rewards, truncated, resolved, groups, task_ids = [], [], [], [], [], []
     for index, trajectory in enumerate(trajectories):
         advantage = float(trajectory.get("advantage", 0.0))
@@ -220,6 +238,9 @@ def build_batch(trajectories: list[dict], metadata: dict | None = None) -> dict:
             logprobs.extend(step.get("logprobs", [0.0] * len(completion)))
             mask.extend(step.get("mask", [1] * len(completion)))
             temperatures.append(float(step.get("temperature", 1.0)))
+            top_k.append(int(step.get("top_k", 0)))
+            top_p.append(float(step.get("top_p", 1.0)))
+            length_limited.append(int(bool(step.get("length_limited", False))))
             step_trajectory.append(index)
             step_advantages.append(advantage)
         advantages.append(advantage)
@@ -239,6 +260,9 @@ def build_batch(trajectories: list[dict], metadata: dict | None = None) -> dict:
         "rollout_logprobs": np.array(logprobs, np.float32),
         "loss_mask": np.array(mask, np.uint8),
         "temperatures": np.array(temperatures, np.float32),
+        "top_k": np.array(top_k, np.int64),
+        "top_p": np.array(top_p, np.float32),
+        "length_limited": np.array(length_limited, np.uint8),
         "step_trajectory": np.array(step_trajectory, np.int64),
         "step_advantages": np.array(step_advantages, np.float32),
         "advantages": np.array(advantages, np.float32),
@@ -285,7 +309,11 @@ def validate_batch(batch: dict, vocab_size: int | None = None, source: str = "to
         raise BatchError(f"{source}: unsupported batch version {version!r} "
                          f"(this learner reads {BATCH_VERSION!r})")
     out: dict[str, Any] = {"metadata": metadata}
+    steps_given = len(np.asarray(batch.get("temperatures", [])).reshape(-1))
     for name, (kinds, dtype, _) in BATCH_TENSORS.items():
+        if name not in batch and name in OPTIONAL_STEP_TENSORS:
+            out[name] = np.full(steps_given, OPTIONAL_STEP_TENSORS[name], dtype)
+            continue
         if name not in batch:
             raise BatchError(f"{source}: missing tensor {name!r}")
         value = np.asarray(batch[name])
@@ -340,6 +368,13 @@ def validate_batch(batch: dict, vocab_size: int | None = None, source: str = "to
     temps = out["temperatures"]
     if not np.isfinite(temps).all() or (temps < 0).any():
         raise BatchError(f"{source}: temperatures must be finite and >= 0")
+    if (out["top_k"] < 0).any():
+        raise BatchError(f"{source}: top_k must be >= 0")
+    top_p = out["top_p"]
+    if not np.isfinite(top_p).all() or (top_p <= 0).any() or (top_p > 1).any():
+        raise BatchError(f"{source}: top_p must lie in (0, 1]")
+    if ((out["length_limited"] != 0) & (out["length_limited"] != 1)).any():
+        raise BatchError(f"{source}: length_limited must hold only 0 and 1")
     trained = out["loss_mask"] == 1
     logprobs = out["rollout_logprobs"]
     bad = trained & ~np.isfinite(logprobs)
@@ -363,14 +398,52 @@ def validate_batch(batch: dict, vocab_size: int | None = None, source: str = "to
     return out
 
 
-def trained_token_mask(batch: dict, mask_truncated: bool) -> np.ndarray:
-    """Which completion tokens carry loss: loss_mask = 1 and (optionally) not truncated."""
+def trained_token_mask(batch: dict, mask_truncated: bool = False,
+                       mask_length_limited: bool = True) -> np.ndarray:
+    """Which completion tokens carry loss: loss_mask = 1, and (by default) not in a step whose
+    generation stopped at its token limit (a cut reply, not one the model ended); with
+    ``mask_truncated``, also not in a trajectory that ran out of steps. A trajectory that ran out
+    of steps is still graded (it can be resolved), so masking it whole is off by default."""
     mask = batch["loss_mask"].astype(bool)
+    lengths = np.diff(batch["completion_offsets"])
+    drop = np.zeros(len(lengths), bool)
+    if mask_length_limited and "length_limited" in batch:
+        drop |= np.asarray(batch["length_limited"]).astype(bool)
     if mask_truncated and batch["truncated"].any():
-        lengths = np.diff(batch["completion_offsets"])
-        step_truncated = batch["truncated"][batch["step_trajectory"]].astype(bool)
-        mask = mask & np.repeat(~step_truncated, lengths)
+        drop |= batch["truncated"][batch["step_trajectory"]].astype(bool)
+    if drop.any():
+        mask = mask & np.repeat(~drop, lengths)
     return mask
+
+
+def _truncate_logits(logits, targets, top_k: np.ndarray, top_p: np.ndarray):
+    """The tempered logits with every token outside each row's top-k / top-p set at -inf, as the
+    rollout sampler drew them (top-k first, then the smallest set of most likely tokens whose
+    probability reaches top-p); each row's target token is always kept, so that a token the
+    rollout drew stays scorable after the weights moved. Rows without truncation pass as they
+    are; the kept set is chosen without gradient, the kept logits keep theirs."""
+    torch = _torch()
+    vocab = logits.shape[-1]
+    rows = np.nonzero(((top_k > 0) & (top_k < vocab)) | (top_p < 1.0))[0]
+    if len(rows) == 0:
+        return logits
+    with torch.no_grad():
+        index = torch.from_numpy(rows).to(logits.device)
+        sub = logits[index]
+        ordered, order = torch.sort(sub, dim=-1, descending=True)
+        rank = torch.arange(vocab, device=logits.device)[None, :]
+        k = torch.from_numpy(np.where(top_k[rows] > 0, top_k[rows], vocab)).to(logits.device)
+        keep_sorted = rank < k[:, None]
+        probs = torch.softmax(ordered.masked_fill(~keep_sorted, float("-inf")), dim=-1)
+        before = torch.cumsum(probs, dim=-1) - probs  # mass of the more likely kept tokens
+        p = torch.from_numpy(top_p[rows].astype(np.float32)).to(logits.device)
+        keep_sorted &= (before < p[:, None]) | (p[:, None] >= 1.0)
+        keep_sorted[:, 0] = True
+        keep = torch.zeros_like(keep_sorted).scatter(1, order, keep_sorted)
+        keep[torch.arange(len(rows), device=logits.device), targets[index]] = True
+        mask = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
+        mask[index] = keep
+    return logits.masked_fill(~mask, float("-inf"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -397,7 +470,9 @@ class LearnerConfig:
     normalization: str = "dr_grpo"
     max_completion_tokens: int = 384  # Dr. GRPO's constant normaliser
     kl_coef: float = 0.0
-    mask_truncated: bool = True
+    mask_length_limited: bool = True  # no loss on replies cut at the token limit
+    mask_truncated: bool = False  # no loss on whole trajectories that ran out of steps
+    max_initial_log_ratio: float = 0.5  # first-batch check of the rollout log-probs; 0 disables
     micro_batch_size: int = 4  # steps per forward pass
     minibatches: int = 1  # optimizer steps per batch
     max_grad_norm: float = 1.0  # 0 disables clipping (the norm is still reported)
@@ -461,6 +536,9 @@ class LearnerConfig:
             check(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
                   f"{name} must be an integer >= 0, got {value!r}")
         check(number("kl_coef") >= 0, "kl_coef must be >= 0")
+        check(number("max_initial_log_ratio") >= 0, "max_initial_log_ratio must be >= 0")
+        for name in ("mask_length_limited", "mask_truncated"):
+            check(isinstance(getattr(self, name), bool), f"{name} must be true or false")
         check(number("max_grad_norm") >= 0, "max_grad_norm must be >= 0")
         check(number("lora_alpha") > 0, "lora_alpha must be > 0")
         check(0 <= number("lora_dropout") < 1, "lora_dropout must be in [0, 1)")
@@ -551,6 +629,7 @@ class TorchLearner:
             weight_decay=cfg.weight_decay)
         self.optimizer_steps = 0
         self.updates = 0  # learn() calls that changed the weights
+        self.checked_rollouts = False  # the first batch's log-probs are checked once
         self.last_export = None
         log.info("learner ready: %s on %s, %d parameters (%d trainable)", self.model_dir,
                  self.device, self.parameter_count(), self.trainable_count())
@@ -616,7 +695,7 @@ class TorchLearner:
         ``token_sel`` (bool [C]) chooses which completion tokens get logits (None: all)."""
         torch = _torch()
         po, co = batch["prompt_offsets"], batch["completion_offsets"]
-        rows, positions, targets, token_index, temps = [], [], [], [], []
+        rows, positions, targets, token_index, temps, top_ks, top_ps = [], [], [], [], [], [], []
         inputs = []
         for row, s in enumerate(steps):
             prompt = batch["prompt_ids"][po[s]:po[s + 1]]
@@ -633,7 +712,11 @@ class TorchLearner:
             targets.append(completion[local])
             token_index.append(tokens)
             temperature = float(batch["temperatures"][s])
-            temps.append(np.full(len(local), 1.0 if temperature <= GREEDY_TEMPERATURE else temperature))
+            greedy = temperature <= GREEDY_TEMPERATURE
+            temps.append(np.full(len(local), 1.0 if greedy else temperature))
+            # Greedy steps report the model's own distribution: no truncation.
+            top_ks.append(np.full(len(local), 0 if greedy else int(batch["top_k"][s])))
+            top_ps.append(np.full(len(local), 1.0 if greedy else float(batch["top_p"][s])))
         width = max(len(ids) for ids in inputs)
         # Right padding: under causal attention no real position ever sees a pad, so no
         # attention mask is needed and the default positions 0..n-1 are each row's own.
@@ -658,12 +741,14 @@ class TorchLearner:
         else:
             logits = model.get_output_embeddings()(selected)
         logits = logits.float() / temps_t[:, None]
+        logits = _truncate_logits(logits, targets_t, np.concatenate(top_ks), np.concatenate(top_ps))
         logp_all = torch.log_softmax(logits, dim=-1)
         logp = logp_all.gather(1, targets_t[:, None]).squeeze(1)
         entropy = None
         if want_entropy:
             with torch.no_grad():
-                entropy = -(logp_all.exp() * logp_all).sum(-1)
+                probs = logp_all.exp()
+                entropy = -(probs * torch.where(probs > 0, logp_all, 0.0)).sum(-1)
         return np.concatenate(token_index), logp, entropy, processed
 
     # -- public API ------------------------------------------------------------------------------
@@ -723,20 +808,34 @@ class TorchLearner:
         cfg = self.config
         started = time.perf_counter()
         batch = self._prepare(batch)
-        trained = trained_token_mask(batch, cfg.mask_truncated)
+        trained = trained_token_mask(batch, cfg.mask_truncated, cfg.mask_length_limited)
         num_steps = len(batch["temperatures"])
+        wanted = int(batch["loss_mask"].sum())
+        masked_fraction = 1.0 - int(trained.sum()) / wanted if wanted else 0.0
+        if masked_fraction > 0.5:
+            log.warning("%.0f%% of this batch's model tokens carry no loss (replies cut at the "
+                        "token limit%s): raise max_new_tokens, or set mask_length_limited false",
+                        100 * masked_fraction,
+                        ", trajectories out of steps" if cfg.mask_truncated else "")
         co = batch["completion_offsets"]
         cumulative = np.concatenate([[0], np.cumsum(trained, dtype=np.int64)])
         step_tokens = cumulative[co[1:]] - cumulative[co[:-1]]  # trained tokens per step
         active = [s for s in range(num_steps) if step_tokens[s] > 0]
         base = {"steps": num_steps, "trajectories": int(len(batch["advantages"])),
-                "iteration": batch["metadata"].get("iteration")}
+                "iteration": batch["metadata"].get("iteration"), "masked_fraction": masked_fraction}
         if not active:
             return {**base, **_empty_stats(), "learn_s": time.perf_counter() - started,
-                    "skipped": "no trained tokens"}
+                    "skipped": "no trained tokens", "updated": False}
 
         advantages = batch["step_advantages"].astype(np.float32)
         token_adv = np.repeat(advantages, np.diff(co))
+        if not self.checked_rollouts and cfg.max_initial_log_ratio > 0:
+            self._check_rollout_logprobs(batch, trained, active)
+        if cfg.kl_coef == 0 and not token_adv[trained].any():
+            # No gradient at all, but AdamW's momentum (and weight decay) would still move the
+            # weights: no step, nothing to hand back.
+            return {**base, **_empty_stats(), "learn_s": time.perf_counter() - started,
+                    "skipped": "every advantage is 0", "updated": False}
         rollout = batch["rollout_logprobs"].astype(np.float32)
         sums = {"loss": 0.0, "pg_loss": 0.0}
         token_stats = {"kl": [], "entropy": [], "ratio": [], "clip_low": [], "clip_high": [],
@@ -807,7 +906,8 @@ class TorchLearner:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.optimizer_steps += 1
-        if skipped_steps < len(minibatches):
+        updated = skipped_steps < len(minibatches)
+        if updated:
             self.updates += 1
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -839,10 +939,60 @@ class TorchLearner:
             "total_optimizer_steps": self.optimizer_steps,
             "learning_rate": lr,
             "mean_advantage": float(cat["adv"].mean()),
+            "updated": updated,
         }
         if skipped_steps:
             stats["skipped"] = f"{skipped_steps} optimizer step(s) skipped: non-finite gradient"
         return stats
+
+    def _check_rollout_logprobs(self, batch: dict, trained: np.ndarray, active: list[int]) -> None:
+        """Before the first update: the rollout log-probs must be this policy's (see the module
+        docs). Scores up to two micro batches without gradient; raises ``BatchError`` when the
+        mean |log-ratio| exceeds ``max_initial_log_ratio``."""
+        torch = _torch()
+        limit = self.config.max_initial_log_ratio
+        rollout = batch["rollout_logprobs"]
+        # The same tokens scored as the model's own distribution (temperature 1, no truncation),
+        # to recognise rollout log-probs reported at temperature 1.
+        plain = {**batch, "temperatures": np.ones_like(batch["temperatures"]),
+                 "top_k": np.zeros_like(batch["top_k"]), "top_p": np.ones_like(batch["top_p"])}
+        tempered = bool((np.abs(batch["temperatures"][active] - 1.0) > 1e-4).any())
+        diffs, plain_diffs = [], []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                for micro in self._micro_batches(batch, active)[:2]:
+                    index, logp, _, _ = self._forward_logprobs(self.model, batch, micro, trained, False)
+                    diffs.append(np.abs(logp.float().cpu().numpy() - rollout[index]))
+                    if tempered:
+                        index, logp, _, _ = self._forward_logprobs(self.model, plain, micro, trained,
+                                                                   False)
+                        plain_diffs.append(np.abs(logp.float().cpu().numpy() - rollout[index]))
+        finally:
+            self.model.train(was_training)
+        self.checked_rollouts = True
+        diff = np.concatenate(diffs)
+        mean = float(diff.mean()) if diff.size else 0.0
+        plain_mean = float(np.concatenate(plain_diffs).mean()) if plain_diffs else float("inf")
+        # Temperature-1 log-probs while sampling at another temperature: they fit the model's
+        # own distribution far better than the sampled one, even where the mean stays small.
+        at_temperature_one = mean > 0.02 and plain_mean < mean / 4
+        if mean <= limit and not at_temperature_one:
+            return
+        hints = []
+        if at_temperature_one:
+            hints.append(f"they match temperature 1 (mean |log-ratio| {plain_mean:.4f} there): a "
+                         "rollout server that reports temperature-1 log-probs while sampling at "
+                         "another temperature")
+        if (batch["top_p"] < 1).any() or (batch["top_k"] > 0).any():
+            hints.append("log-probs of the distribution before top-k / top-p truncation")
+        hints.append("rollouts from other weights than the learner's")
+        raise BatchError(
+            f"the rollout log-probs are not this policy's: mean |log-ratio| {mean:.3f} over "
+            f"{diff.size} tokens before any update (at most {limit} expected; "
+            f"max_initial_log_ratio sets it, 0 disables the check). Likely causes: "
+            + "; ".join(hints))
 
     def _scheduled_lr(self) -> float:
         lr = self.config.resolved_learning_rate()
@@ -1037,6 +1187,10 @@ STATS_DOC = """learn() statistics:
                      (prompt and completion, no padding)
   learner_tokens_per_s  processed_tokens / learn_s;  trained_tokens_per_s: learner_tokens / learn_s
   learn_s            wall time of the update (validation included);  steps: rows in the batch
+  updated            whether the weights changed (false: nothing to train on, every advantage 0,
+                     or every optimizer step skipped); a caller hands weights back only then
+  skipped            why some or all optimizer steps were skipped (absent when none was)
+  masked_fraction    share of loss_mask tokens left out by mask_length_limited / mask_truncated
 """
 
 
@@ -1249,7 +1403,9 @@ class LearningOnnxPolicy:
     ``model``: an fp32 model folder with ``model.safetensors`` (what ``frognano.fetch_model``
     writes, e.g. ``frognano.fetch_model("smollm2-135m:fp32")``, or the converter's ``from-hf``
     output). ``learner``: ``LearnerConfig`` settings. Other keyword arguments go to
-    ``frognano.OnnxPolicy`` (generation, system_prompt, max_prompt_tokens, ...).
+    ``frognano.OnnxPolicy`` (generation, system_prompt, max_prompt_tokens, ...). Rollouts sample
+    at temperature 1 unless ``generation`` says otherwise; greedy rollouts are refused (every
+    rollout of a group would be the same, and nothing would be learned).
     """
 
     def __init__(self, model, learner: dict | LearnerConfig | None = None, *, work_dir=None,
@@ -1265,7 +1421,13 @@ class LearningOnnxPolicy:
         if config.converter is None:
             config = dataclasses.replace(config, converter=frognano._frognano._converter_script())
         self._frognano = frognano
-        self.policy = frognano.OnnxPolicy(str(self.start), **policy_options)
+        generation = {"temperature": 1.0, **dict(policy_options.pop("generation", None) or {})}
+        temperature = generation.get("temperature")
+        if isinstance(temperature, (int, float)) and temperature <= GREEDY_TEMPERATURE:
+            raise ConfigError("greedy training rollouts (temperature 0) make every rollout of a "
+                              "group the same: every group has equal rewards and nothing is "
+                              "learned; sample them (temperature 1 is the default)")
+        self.policy = frognano.OnnxPolicy(str(self.start), generation=generation, **policy_options)
         self.learner = TorchLearner(self.start, config)
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="frognano-llm-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -1291,7 +1453,7 @@ class LearningOnnxPolicy:
     def learn(self, batch) -> dict:
         arrays = self._frognano.token_batch(batch)
         stats = self.learner.learn(arrays)
-        if not stats.get("skipped"):
+        if stats.get("updated"):
             self.updates += 1
             stats["handback_s"] = self._hand_back()
         stats["updates"] = self.updates

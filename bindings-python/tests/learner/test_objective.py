@@ -5,7 +5,9 @@ import pytest
 import torch
 from learner_support import assert_same_weights, make_trajectories, on_policy, tl, weights
 
-FAST = {"learning_rate": 1e-3, "micro_batch_size": 3, "seed": 0, "device": "cpu"}
+FAST = {"learning_rate": 1e-3, "micro_batch_size": 3, "seed": 0, "device": "cpu",
+        # These batches carry made-up rollout log-probs on purpose (off-policy ratios).
+        "max_initial_log_ratio": 0}
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +90,11 @@ def test_all_masked_batch_is_a_no_op(tiny_model):
     assert stats["learner_tokens"] == 0 and stats["skipped"] == "no trained tokens"
     assert stats["optimizer_steps"] == 0
     assert_same_weights(before, weights(learner))
-    # Truncated trajectories are masked too (mask_truncated defaults to True).
+    # Replies cut at the token limit are masked too (mask_length_limited defaults to true).
     batch = tl.build_batch(make_trajectories(seed=5, n=2))
-    batch["truncated"][:] = 1
-    assert learner.learn(batch)["learner_tokens"] == 0
+    batch["length_limited"][:] = 1
+    stats = learner.learn(batch)
+    assert stats["learner_tokens"] == 0 and stats["updated"] is False
     assert_same_weights(before, weights(learner))
 
 

@@ -49,7 +49,8 @@ def test_serve_survives_bad_requests(tiny_model, tmp_path):
         missing = client.send(op="init", model=str(tmp_path / "no-model"), config={})
         assert missing["ok"] is False and missing["kind"] == "model"
         init = client.send(op="init", model=str(tiny_model),
-                           config={"learning_rate": 1e-3, "device": "cpu", "num_threads": 2})
+                           config={"learning_rate": 1e-3, "device": "cpu", "num_threads": 2,
+                                   "max_initial_log_ratio": 0})
         assert init["ok"] is True and init["device"] == "cpu"
         assert init["parameters"] == init["trainable"] > 0
 
@@ -90,7 +91,8 @@ def test_serve_survives_bad_requests(tiny_model, tmp_path):
 def test_learn_cli(tiny_model, tmp_path):
     batch = tl.build_batch(make_trajectories(seed=31, n=2))
     path = tl.write_batch(tmp_path / "batch.safetensors", batch, batch["metadata"])
-    config = json.dumps({"learning_rate": 1e-3, "device": "cpu", "num_threads": 2})
+    config = json.dumps({"learning_rate": 1e-3, "device": "cpu", "num_threads": 2,
+                         "max_initial_log_ratio": 0})
     result = subprocess.run([sys.executable, str(MODULE_PATH), "learn", "--model", str(tiny_model),
                              "--batch", str(path), "--config", config, "--out", str(tmp_path / "out")],
                             capture_output=True, text=True, env=run_env(), timeout=120)

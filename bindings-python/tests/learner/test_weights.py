@@ -7,7 +7,9 @@ import pytest
 import torch
 from learner_support import assert_same_weights, make_trajectories, on_policy, tl, weights
 
-FAST = {"learning_rate": 1e-3, "micro_batch_size": 4, "seed": 0, "device": "cpu"}
+FAST = {"learning_rate": 1e-3, "micro_batch_size": 4, "seed": 0, "device": "cpu",
+        # These batches carry made-up rollout log-probs on purpose (off-policy ratios).
+        "max_initial_log_ratio": 0}
 
 
 def batch_for(learner, seed):

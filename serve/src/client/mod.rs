@@ -508,6 +508,8 @@ impl HttpPolicy {
                 "finish_reason": reply.finish_reason,
                 "usage": reply.usage,
                 "temperature": self.config.generation.temperature,
+                "top_k": self.config.generation.top_k,
+                "top_p": self.config.generation.top_p,
                 "attempts": attempts,
                 "latency_s": latency_s,
             })),
