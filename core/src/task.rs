@@ -84,7 +84,9 @@ impl RepoSource {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Limits {
-    /// Wall-clock seconds per run.
+    /// Seconds of the guest's own CPU time per run: its work, not the machine's load, so that
+    /// a verdict does not depend on what else runs beside it. A guest that does not use the
+    /// CPU (it sleeps, say) is stopped after four times this in wall-clock seconds.
     pub timeout_s: f64,
     /// Linear-memory cap of the guest, in MiB.
     pub memory_mb: u64,

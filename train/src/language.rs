@@ -810,6 +810,11 @@ mod tests {
             "{err}"
         );
         // Greedy evaluations stay the default.
-        assert!(LanguageModelConfig::default().evaluation_generation().temperature == 0.0);
+        assert!(
+            LanguageModelConfig::default()
+                .evaluation_generation()
+                .temperature
+                == 0.0
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! One guest run: the mounts and WASI context, the memory cap, and the wall-clock, disk and
-//! output limits and cancellation that end a run as an outcome instead of an error.
+//! One guest run: the mounts and WASI context, the memory cap, and the time (the guest's CPU
+//! time, with a wall-clock backstop), disk and output limits and cancellation that end a run as
+//! an outcome instead of an error.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
+use super::cpu_budget::{CpuMetered, wall_backstop};
 use super::{CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_STDLIB, GUEST_TMP, GUEST_WORK, Sandbox};
 use crate::error::{Result, SandboxError};
 use crate::image::ImageFiles;
@@ -32,6 +34,8 @@ pub struct GuestRun {
     pub stderr: String,
     /// Wall-clock duration.
     pub duration: Duration,
+    /// CPU time the guest used (what its time limit counts).
+    pub cpu: Duration,
     /// Of which: making the instance and handing it the program.
     pub instantiate: Duration,
 }
@@ -127,8 +131,16 @@ impl Sandbox {
         store.limiter(|state| &mut state.memory);
         store.epoch_deadline_async_yield_and_update(1);
         let started = Instant::now();
-        let deadline = Duration::from_secs_f64(limits.timeout_s);
-        let call = tokio::time::timeout(deadline, call_program(template, &mut store, program));
+        let cpu_used = std::sync::atomic::AtomicU64::new(0);
+        let budget = Duration::from_secs_f64(limits.timeout_s);
+        let call = tokio::time::timeout(
+            wall_backstop(limits.timeout_s),
+            CpuMetered::new(
+                call_program(template, &mut store, program),
+                budget,
+                &cpu_used,
+            ),
+        );
         let cancelled = async {
             let Some(flag) = cancel else {
                 // Nothing can cancel this run: no timer to wake.
@@ -156,6 +168,7 @@ impl Sandbox {
             () = disk_full => None,
         };
         let duration = started.elapsed();
+        let cpu = Duration::from_nanos(cpu_used.load(std::sync::atomic::Ordering::Relaxed));
         let memory_refused = store.data().memory.refused;
         let instantiate = store.data().instantiate;
         drop(store);
@@ -170,6 +183,7 @@ impl Sandbox {
             stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
             stderr: String::from_utf8_lossy(&stderr_bytes).into_owned(),
             duration,
+            cpu,
             instantiate,
         };
         match outcome {
@@ -183,12 +197,23 @@ impl Sandbox {
             Some(Err(_elapsed)) => {
                 run.limit = Some(RunOutcome::Timeout);
                 run.detail = Some(format!(
-                    "wall-clock limit of {:.1} s reached",
+                    "wall-clock backstop of {:.1} s reached with {:.1} s of CPU used (the limit \
+                     is {:.1} s of CPU; a guest that waits instead of working ends here)",
+                    wall_backstop(limits.timeout_s).as_secs_f64(),
+                    cpu.as_secs_f64(),
                     limits.timeout_s
                 ));
             }
-            Some(Ok(Ok(code))) => run.exit_code = Some(code),
-            Some(Ok(Err(err))) => {
+            Some(Ok(None)) => {
+                run.limit = Some(RunOutcome::Timeout);
+                run.detail = Some(format!(
+                    "time limit of {:.1} s of CPU reached ({:.1} s of wall-clock time)",
+                    limits.timeout_s,
+                    duration.as_secs_f64()
+                ));
+            }
+            Some(Ok(Some(Ok(code)))) => run.exit_code = Some(code),
+            Some(Ok(Some(Err(err)))) => {
                 if let Some(exit) = err.downcast_ref::<I32Exit>() {
                     run.exit_code = Some(exit.0);
                 } else {

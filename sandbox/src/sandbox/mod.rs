@@ -9,6 +9,7 @@
 //! once, and `report` turns a run into a test report with its time profile.
 
 mod batch;
+mod cpu_budget;
 mod engine;
 mod function_cache;
 mod guest;

@@ -304,6 +304,7 @@ mod tests {
             stdout: "out".into(),
             stderr: "err".into(),
             duration: Duration::from_millis(250),
+            cpu: Duration::from_millis(200),
             instantiate: Duration::ZERO,
         }
     }

@@ -1,0 +1,108 @@
+//! Verdicts do not depend on the machine's load: a run's time limit counts the guest's own CPU
+//! time, so a suite that passes idle passes with every core saturated, and an endless loop
+//! still ends. (A test binary of its own: its load would slow the timing checks of others.)
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use frognano_core::{Limits, RunOutcome};
+use frognano_sandbox::TestRequest;
+
+fn request(timeout_s: f64) -> TestRequest {
+    TestRequest {
+        pytest_args: vec![],
+        limits: Some(Limits {
+            timeout_s,
+            memory_mb: 512,
+            output_bytes: 1 << 20,
+        }),
+        ..TestRequest::default()
+    }
+}
+
+fn run_one(file: &str, source: &str, request: &TestRequest) -> frognano_core::TestReport {
+    let repo = common::make_repo(&[(file, source)]);
+    common::sandbox()
+        .run_tests(repo.path(), request)
+        .expect("run")
+}
+
+/// Threads that keep every core busy until dropped (the load of a training job's rollouts
+/// and learner beside its test runs).
+struct Saturation {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Saturation {
+    fn start(per_core: usize) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..cores * per_core)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect();
+        Saturation { stop, threads }
+    }
+}
+
+impl Drop for Saturation {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn time_limits_count_the_guests_work_not_the_machines_load() {
+    // A suite of CPU work, timed idle; its limit is then 1.5 times its CPU time.
+    let source = "def test_work():\n    total = 0\n    for i in range(8_000_000):\n        \
+                  total += i % 7\n    assert total > 0\n";
+    let idle = run_one("test_work.py", source, &request(60.0));
+    assert_eq!(idle.outcome, RunOutcome::Passed, "{idle:?}");
+    let limit = (idle.duration_s * 1.5).max(1.0);
+    // Three busy threads per core: the suite gets about a quarter of a core, so its wall time
+    // is several times its CPU time, and a wall-clock limit of `limit` would end it.
+    let load = Saturation::start(3);
+    let loaded = run_one("test_work.py", source, &request(limit));
+    drop(load);
+    println!(
+        "idle {:.2} s; saturated {:.2} s of wall-clock time under a limit of {limit:.2} s of CPU",
+        idle.duration_s, loaded.duration_s
+    );
+    assert_eq!(
+        loaded.outcome,
+        RunOutcome::Passed,
+        "idle {:.2} s, loaded {:.2} s, limit {limit:.2} s of CPU: {:?}",
+        idle.duration_s,
+        loaded.duration_s,
+        loaded.detail
+    );
+    assert!(
+        loaded.duration_s > limit,
+        "the load slowed the run past a wall-clock limit: {:.2} s vs {limit:.2} s",
+        loaded.duration_s
+    );
+    // An endless loop under the same load still ends, at its CPU limit (or the backstop).
+    let started = Instant::now();
+    let load = Saturation::start(3);
+    let spin = run_one(
+        "test_spin.py",
+        "def test_spin():\n    while True:\n        pass\n",
+        &request(1.0),
+    );
+    drop(load);
+    assert_eq!(spin.outcome, RunOutcome::Timeout);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+}
