@@ -46,7 +46,7 @@ fn synth_config(options_json: Option<&str>) -> Result<SynthConfig, FrognanoError
 /// optional: `seed` (integer, default 0), `operators` (array of names from
 /// `frognano_mutation_operators_json`; empty: all), `max_bugs` (tasks carry 1 to this many
 /// bugs, 1 to 8, default 1), `scope` (`"function"`, `"file"` (default) or `"repo"`: where the
-/// bugs of a multi-bug task lie), `hint_levels` (array of problem-statement hint levels 0 to 4,
+/// bugs of a multi-bug task lie), `hint_levels` (array of problem-statement hint levels 0 to 6,
 /// drawn per task; default `[2]`), `workers` (parallel validations; 0, the default: the
 /// sandbox's workers), `reproduce` (confirm each bug with a second run; default true),
 /// `select_tests` (run only the tests that can observe a bug; default true),

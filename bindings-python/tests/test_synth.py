@@ -82,7 +82,7 @@ def test_generate_request_and_the_synthesizer_protocol(synth, tasks):
     with pytest.raises(ValueError, match="unknown mutation operator"):
         synth.generate_request(1, operators=["no_such_op"])
     with pytest.raises(ValueError, match="hint level"):
-        synth.generate_request(1, hint_levels=[5])
+        synth.generate_request(1, hint_levels=[7])
 
 
 def test_same_seed_same_tasks(sandbox, sample_repo):
@@ -107,7 +107,7 @@ def test_same_seed_same_tasks(sandbox, sample_repo):
         {"operators": ["no_such_op"]},
         {"max_bugs": 0},
         {"max_bugs": 9},
-        {"hint_levels": (5,)},
+        {"hint_levels": (7,)},
         {"hint_levels": ()},
         {"hint_levels": (-1,)},
         {"workers": 0},

@@ -124,9 +124,14 @@ fn config_of(args: &SynthArgs) -> anyhow::Result<SynthConfig> {
 fn list_operators() {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec!["operator", "family", "what it does"]);
+    table.set_header(vec![
+        "operator",
+        "family",
+        "what it does",
+        "symptom (hint level 5)",
+    ]);
     for op in frognano_synth::operators() {
-        table.add_row(vec![op.name, op.origin, op.description]);
+        table.add_row(vec![op.name, op.origin, op.description, op.symptom]);
     }
     println!("{table}");
 }

@@ -55,8 +55,8 @@ impl Difficulty {
     /// tracebacks), and the one assumed for a task that records none.
     pub const DEFAULT_HINT_LEVEL: u8 = 2;
 
-    /// The highest hint level.
-    pub const MAX_HINT_LEVEL: u8 = 4;
+    /// The highest hint level (6: the statement shows the fix; see `frognano_synth::statement`).
+    pub const MAX_HINT_LEVEL: u8 = 6;
 
     /// The family of operators: the distinct operators, sorted and `+`-joined.
     pub fn operator_family(&self) -> String {

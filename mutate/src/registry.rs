@@ -1,5 +1,5 @@
 //! The operator registry: one declarative table lists every mutation operator once (enum
-//! variant, stable name, origin, description) and generates the [`Operator`] enum, the
+//! variant, stable name, origin, description, symptom) and generates the [`Operator`] enum, the
 //! operator count, the [`OperatorInfo`] array behind [`operators`] and the mapping between
 //! names and operators. Adding an operator means adding one row to the table (and its
 //! `visit_*` code under [`crate::operators`]).
@@ -14,6 +14,10 @@ pub struct OperatorInfo {
     pub name: &'static str,
     /// One-line description of what the operator does.
     pub description: &'static str,
+    /// What is wrong with code this operator broke, as a bug report would say it without
+    /// giving the fix ("an operator on this line is wrong"): the easiest problem statements
+    /// name it beside the buggy line.
+    pub symptom: &'static str,
     /// Where the operator comes from: `"swe-smith"` for the SWE-smith procedural operators,
     /// `"extra"` for the others. Serialised under its published key, `family`.
     #[serde(rename = "family")]
@@ -40,9 +44,9 @@ impl Origin {
 }
 
 /// Generates the registry from one row per operator:
-/// `Variant => "stable_name", Origin, "description";`.
+/// `Variant => "stable_name", Origin, "description", "symptom";`.
 macro_rules! operator_registry {
-    ($($variant:ident => $name:literal, $origin:ident, $description:literal;)+) => {
+    ($($variant:ident => $name:literal, $origin:ident, $description:literal, $symptom:literal;)+) => {
         /// A mutation operator; the discriminant indexes the table behind [`operators`].
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub(crate) enum Operator {
@@ -81,6 +85,7 @@ macro_rules! operator_registry {
                 OperatorInfo {
                     name: $name,
                     description: $description,
+                    symptom: $symptom,
                     origin: Origin::$origin.label(),
                 },
             )+
@@ -89,28 +94,50 @@ macro_rules! operator_registry {
 }
 
 operator_registry! {
-    ClassRmBase => "class_rm_base", SweSmith, "Remove one base class from a class's superclass list";
-    ClassRmFuncs => "class_rm_funcs", SweSmith, "Delete one method (with its decorators) from a class";
-    ClassShuffleFuncs => "class_shuffle_funcs", SweSmith, "Swap two adjacent methods of a class";
-    CtrlInvertIf => "ctrl_invert_if", SweSmith, "Swap the bodies of an if/else";
-    CtrlShuffle => "ctrl_shuffle", SweSmith, "Swap two adjacent statements of a block inside a function body";
-    RemoveAssign => "remove_assign", SweSmith, "Delete an assignment or augmented assignment statement";
-    RemoveCond => "remove_cond", SweSmith, "Delete an if statement";
-    RemoveLoop => "remove_loop", SweSmith, "Delete a for or while loop";
-    RemoveWrapper => "remove_wrapper", SweSmith, "Replace a with or try statement by its (dedented) body";
-    OpBreakChains => "op_break_chains", SweSmith, "Drop a middle operand of an operator chain (`a + b + c` -> `a + c`)";
-    OpChangeConst => "op_change_const", SweSmith, "Change an integer literal by +1 or -1";
-    OpChange => "op_change", SweSmith, "Replace a binary or augmented-assignment operator within its family";
-    OpSwap => "op_swap", SweSmith, "Swap the operands of a binary operator or comparison";
-    FlipOperators => "flip_operators", SweSmith, "Flip a comparison or boolean operator (`==`/`!=`, `<`/`>`, `in`/`not in`, `and`/`or`, ...)";
-    OffByOneRange => "off_by_one_range", Extra, "Move the stop argument of a `range(...)` call by one";
-    OffByOneSlice => "off_by_one_slice", Extra, "Move a slice bound or an integer index by one";
-    WrongDefaultArg => "wrong_default_arg", Extra, "Change a parameter's default value";
-    SwapCallArgs => "swap_call_args", Extra, "Swap two adjacent positional arguments of a call";
-    WrongReturnValue => "wrong_return_value", Extra, "Return a wrong value (`None`, the flipped boolean, or without `not`)";
-    DropNot => "drop_not", Extra, "Drop a `not` (`not x` -> `x`)";
-    WrongExceptionType => "wrong_exception_type", Extra, "Raise or catch a different builtin exception class";
-    BoundaryCondition => "boundary_condition", Extra, "Move a comparison boundary (`<` <-> `<=`, `>` <-> `>=`)";
+    ClassRmBase => "class_rm_base", SweSmith, "Remove one base class from a class's superclass list",
+        "a base class is missing from this class statement";
+    ClassRmFuncs => "class_rm_funcs", SweSmith, "Delete one method (with its decorators) from a class",
+        "a method is missing from this class";
+    ClassShuffleFuncs => "class_shuffle_funcs", SweSmith, "Swap two adjacent methods of a class",
+        "two methods of this class are out of order";
+    CtrlInvertIf => "ctrl_invert_if", SweSmith, "Swap the bodies of an if/else",
+        "the two branches of this if/else are swapped";
+    CtrlShuffle => "ctrl_shuffle", SweSmith, "Swap two adjacent statements of a block inside a function body",
+        "two statements here are in the wrong order";
+    RemoveAssign => "remove_assign", SweSmith, "Delete an assignment or augmented assignment statement",
+        "an assignment is missing here";
+    RemoveCond => "remove_cond", SweSmith, "Delete an if statement",
+        "an if statement is missing here";
+    RemoveLoop => "remove_loop", SweSmith, "Delete a for or while loop",
+        "a loop is missing here";
+    RemoveWrapper => "remove_wrapper", SweSmith, "Replace a with or try statement by its (dedented) body",
+        "a with or try block around this code is missing";
+    OpBreakChains => "op_break_chains", SweSmith, "Drop a middle operand of an operator chain (`a + b + c` -> `a + c`)",
+        "an operand is missing from an expression on this line";
+    OpChangeConst => "op_change_const", SweSmith, "Change an integer literal by +1 or -1",
+        "a number on this line is off by one";
+    OpChange => "op_change", SweSmith, "Replace a binary or augmented-assignment operator within its family",
+        "an operator on this line is wrong";
+    OpSwap => "op_swap", SweSmith, "Swap the operands of a binary operator or comparison",
+        "two operands on this line are in the wrong order";
+    FlipOperators => "flip_operators", SweSmith, "Flip a comparison or boolean operator (`==`/`!=`, `<`/`>`, `in`/`not in`, `and`/`or`, ...)",
+        "a comparison or boolean operator on this line is inverted";
+    OffByOneRange => "off_by_one_range", Extra, "Move the stop argument of a `range(...)` call by one",
+        "the range on this line is off by one";
+    OffByOneSlice => "off_by_one_slice", Extra, "Move a slice bound or an integer index by one",
+        "an index or slice bound on this line is off by one";
+    WrongDefaultArg => "wrong_default_arg", Extra, "Change a parameter's default value",
+        "a default value on this line is wrong";
+    SwapCallArgs => "swap_call_args", Extra, "Swap two adjacent positional arguments of a call",
+        "two arguments of a call on this line are in the wrong order";
+    WrongReturnValue => "wrong_return_value", Extra, "Return a wrong value (`None`, the flipped boolean, or without `not`)",
+        "the value returned on this line is wrong";
+    DropNot => "drop_not", Extra, "Drop a `not` (`not x` -> `x`)",
+        "a `not` is missing on this line";
+    WrongExceptionType => "wrong_exception_type", Extra, "Raise or catch a different builtin exception class",
+        "the exception class on this line is wrong";
+    BoundaryCondition => "boundary_condition", Extra, "Move a comparison boundary (`<` <-> `<=`, `>` <-> `>=`)",
+        "a comparison on this line is off at its boundary";
 }
 
 /// Every operator, in a stable order.
@@ -147,6 +174,7 @@ mod tests {
         for o in operators() {
             assert!(matches!(o.origin, "swe-smith" | "extra"), "{}", o.name);
             assert!(!o.description.is_empty());
+            assert!(!o.symptom.is_empty());
         }
     }
 
@@ -159,6 +187,7 @@ mod tests {
                 "name": "class_rm_base",
                 "description": "Remove one base class from a class's superclass list",
                 "family": "swe-smith",
+                "symptom": "a base class is missing from this class statement",
             })
         );
         let last = serde_json::to_value(operators()[OPERATOR_COUNT - 1]).expect("serialise");

@@ -6,10 +6,15 @@
 //! - 2: their assertion and error messages (pytest's `E ` lines);
 //! - 3: the enclosing function or class of the bug and traceback excerpts;
 //! - 4: the file of the bug and the buggy code itself (its enclosing function), so that a small
-//!   model can answer with the fixed function.
+//!   model can answer with the fixed function;
+//! - 5: the buggy line(s) with their line number, and what is wrong there in words (the
+//!   operator's symptom, "an operator on this line is wrong"), still not the fix;
+//! - 6: the fix itself: the lines to replace and what to replace them with. The bottom rung of
+//!   a reverse curriculum: a policy that cannot yet find a bug can still learn to make an edit
+//!   that the tests accept, and the frontier moves up from there.
 //!
-//! A statement never contains the fix: any message line that holds a line of the clean code
-//! the bug removed is dropped.
+//! Below level 6 a statement never contains the fix: any message line that holds a line of the
+//! clean code the bug removed is dropped.
 
 use std::collections::BTreeSet;
 
@@ -36,6 +41,62 @@ pub struct StatementInput<'a> {
     pub secret_lines: BTreeSet<String>,
     /// The buggy code around each bug, shown at level 4.
     pub excerpts: Vec<CodeExcerpt>,
+    /// Where each changed file differs from the clean one, shown at levels 5 and 6.
+    pub fixes: Vec<FixHunk>,
+}
+
+/// The lines a bug changed in one file: the buggy ones (with where they start) and the clean
+/// ones that fix them. A bug that only deleted lines gets a line of unchanged context on both
+/// sides, so that the buggy side is never empty (an edit needs something to find).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixHunk {
+    /// Repository path of the file.
+    pub path: String,
+    /// 1-based line of the buggy file where `buggy` starts.
+    pub line: usize,
+    /// The buggy lines.
+    pub buggy: String,
+    /// The clean lines that replace them.
+    pub clean: String,
+    /// What is wrong there, in words (the operators' symptoms).
+    pub symptom: String,
+}
+
+/// The hunk between `clean` and `buggy` texts of `path`: the lines between their common head
+/// and common tail. `None` when the texts have the same lines.
+pub fn fix_hunk(path: &str, clean: &str, buggy: &str, symptom: &str) -> Option<FixHunk> {
+    let clean: Vec<&str> = clean.lines().collect();
+    let buggy: Vec<&str> = buggy.lines().collect();
+    let head = clean.iter().zip(&buggy).take_while(|(a, b)| a == b).count();
+    let room = clean.len().min(buggy.len()) - head;
+    let tail = clean
+        .iter()
+        .rev()
+        .zip(buggy.iter().rev())
+        .take(room)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let (mut first, clean_end, buggy_end) = (head, clean.len() - tail, buggy.len() - tail);
+    if first == clean_end && first == buggy_end {
+        return None;
+    }
+    let (mut clean_end, mut buggy_end) = (clean_end, buggy_end);
+    if first == buggy_end {
+        // Only deletions: anchor on the line before (or, at the top, the line after).
+        if first > 0 {
+            first -= 1;
+        } else {
+            clean_end = (clean_end + 1).min(clean.len());
+            buggy_end = (buggy_end + 1).min(buggy.len());
+        }
+    }
+    Some(FixHunk {
+        path: path.to_string(),
+        line: first + 1,
+        buggy: buggy[first..buggy_end].join("\n"),
+        clean: clean[first..clean_end].join("\n"),
+        symptom: symptom.to_string(),
+    })
 }
 
 /// Buggy code shown in a statement: a file's lines `first..=last`.
@@ -176,6 +237,28 @@ pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
             ));
         }
     }
+    if level >= 5 {
+        for fix in &input.fixes {
+            let lines = fix.buggy.lines().count();
+            let at = if lines > 1 {
+                format!("lines {}-{}", fix.line, fix.line + lines - 1)
+            } else {
+                format!("line {}", fix.line)
+            };
+            out.push_str(&format!(
+                "The bug is at {at} of `{}`: {}.\n```python\n{}\n```\n",
+                fix.path,
+                fix.symptom,
+                fix.buggy.trim_end()
+            ));
+            if level >= 6 {
+                out.push_str(&format!(
+                    "The fix: replace those lines with\n```python\n{}\n```\n",
+                    fix.clean.trim_end()
+                ));
+            }
+        }
+    }
     if level >= 1 && !input.failing.is_empty() {
         out.push_str(&format!(
             "\n{} failing test{}:\n",
@@ -295,6 +378,7 @@ mod tests {
             failing: vec![&test],
             secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
             excerpts: Vec::new(),
+            fixes: Vec::new(),
         };
         let texts: Vec<String> = (0..=3).map(|l| write_statement(&input, l)).collect();
         assert!(texts[0].contains("`textkit.num`"));
@@ -324,6 +408,7 @@ mod tests {
             failing: tests.iter().collect(),
             secret_lines: BTreeSet::new(),
             excerpts: Vec::new(),
+            fixes: Vec::new(),
         };
         let text = write_statement(&input, 2);
         assert!(text.contains("modules `a`, `b`"));
@@ -357,6 +442,7 @@ mod tests {
             failing: vec![&test],
             secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
             excerpts: vec![excerpt],
+            fixes: Vec::new(),
         };
         let three = write_statement(&input, 3);
         let four = write_statement(&input, 4);
@@ -366,5 +452,60 @@ mod tests {
         assert!(four.contains(&three[three.find("1 failing test").unwrap_or(0)..]));
         assert!(!four.contains("return min(hi, value)"));
         assert_eq!(write_statement(&input, 9), four);
+    }
+
+    #[test]
+    fn levels_five_and_six_name_the_line_then_the_fix() {
+        let clean = "def clamp(value, lo, hi):\n    if value < lo:\n        return lo\n    return min(hi, value)\n";
+        let buggy = "def clamp(value, lo, hi):\n    if value < lo:\n        return lo\n    return min(hi + 1, value)\n";
+        let fix = fix_hunk(
+            "num.py",
+            clean,
+            buggy,
+            "a number on this line is off by one",
+        )
+        .expect("a hunk");
+        assert_eq!(fix.line, 4);
+        assert_eq!(fix.buggy, "    return min(hi + 1, value)");
+        assert_eq!(fix.clean, "    return min(hi, value)");
+        assert_eq!(fix_hunk("num.py", clean, clean, "x"), None);
+        // A deleted line is anchored on the line before it, on both sides.
+        let deleted = "def clamp(value, lo, hi):\n    if value < lo:\n    return min(hi, value)\n";
+        let anchored =
+            fix_hunk("num.py", clean, deleted, "a statement is missing here").expect("a hunk");
+        assert_eq!(
+            (anchored.line, anchored.buggy.as_str()),
+            (2, "    if value < lo:")
+        );
+        assert_eq!(anchored.clean, "    if value < lo:\n        return lo");
+        // ... and on the line after it when the first line went.
+        let top = fix_hunk("a.py", "x = 1\ny = 2\n", "y = 2\n", "missing").expect("a hunk");
+        assert_eq!(
+            (top.line, top.buggy.as_str(), top.clean.as_str()),
+            (1, "y = 2", "x = 1\ny = 2")
+        );
+
+        let test = failing("tests/test_num.py::test_clamp", "E       assert 4 == 3");
+        let input = StatementInput {
+            modules: vec!["num".into()],
+            scopes: vec!["clamp".into()],
+            failing: vec![&test],
+            secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
+            excerpts: Vec::new(),
+            fixes: vec![fix],
+        };
+        let four = write_statement(&input, 4);
+        let five = write_statement(&input, 5);
+        let six = write_statement(&input, 6);
+        assert!(!four.contains("line 4"));
+        assert!(
+            five.contains("The bug is at line 4 of `num.py`: a number on this line is off by one.")
+        );
+        assert!(five.contains("```python\n    return min(hi + 1, value)\n```"));
+        assert!(!five.contains("return min(hi, value)"), "{five}");
+        assert!(six.starts_with(&five[..five.find("\n1 failing test").unwrap_or(0)]));
+        assert!(six.contains(
+            "The fix: replace those lines with\n```python\n    return min(hi, value)\n```"
+        ));
     }
 }

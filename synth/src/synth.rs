@@ -24,7 +24,7 @@ use crate::options::{
     CombineScope, ProgressFn, Rejection, SynthConfig, SynthProgress, SynthRequest, SynthStats,
 };
 use crate::outcomes::{bucket, failing_records, module_name, reason_name};
-use crate::statement::{MAX_HINT_LEVEL, StatementInput, excerpt_around, write_statement};
+use crate::statement::{MAX_HINT_LEVEL, StatementInput, excerpt_around, fix_hunk, write_statement};
 use crate::{Result, SynthError};
 
 /// One mutation site: a candidate single bug.
@@ -926,6 +926,34 @@ impl Synthesizer {
         } else {
             Vec::new()
         };
+        let fixes = if hint_level >= 5 {
+            candidate
+                .files
+                .iter()
+                .filter_map(|(path, buggy)| {
+                    let clean = self.repo.files.get(path)?;
+                    let mut symptoms: Vec<&str> = sites
+                        .iter()
+                        .filter(|site| &site.file == path)
+                        .filter_map(|site| {
+                            mutate::operators()
+                                .iter()
+                                .find(|info| info.name == site.mutation.operator)
+                                .map(|info| info.symptom)
+                        })
+                        .collect();
+                    symptoms.dedup();
+                    fix_hunk(
+                        path,
+                        &String::from_utf8_lossy(clean),
+                        &String::from_utf8_lossy(buggy),
+                        &symptoms.join("; "),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let statement = write_statement(
             &StatementInput {
                 modules: modules.clone(),
@@ -933,6 +961,7 @@ impl Synthesizer {
                 failing: validated.failing_records.iter().collect(),
                 secret_lines,
                 excerpts,
+                fixes,
             },
             hint_level,
         );
