@@ -19,7 +19,7 @@ use crate::tools::Workspace;
 use crate::{EnvError, Result};
 
 pub use crate::record::{
-    EnvConfig, EpisodeRecord, GradedTest, Grading, StepRecord, TestRunSummary,
+    EnvConfig, EpisodeRecord, FirstObservation, GradedTest, Grading, StepRecord, TestRunSummary,
 };
 
 #[derive(Debug)]
@@ -170,6 +170,12 @@ impl RepoEnv {
     fn initial_text(&self, task: &Task, files: &FileTree) -> String {
         let statement =
             truncate_middle(task.problem_statement.trim(), self.config.observation_chars);
+        if self.config.first_observation == FirstObservation::Brief {
+            return format!(
+                "{statement}\n\nReply with one command (`view PATH`, `test`, `edit PATH` with a \
+                 SEARCH/REPLACE block, `submit`), or the fixed lines in a ```python block.\n"
+            );
+        }
         format!(
             "Fix the bug described below in the repository (a Python project; its tests run \
              with pytest).\n\n## Problem\n{statement}\n\n## Repository\n{}\n## Tools\n{}\n",

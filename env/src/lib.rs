@@ -29,6 +29,7 @@
 mod env;
 mod error;
 mod eval;
+mod line_fix;
 mod pool;
 pub mod protocol;
 mod record;
@@ -38,8 +39,8 @@ pub mod testing;
 pub mod tools;
 
 pub use env::{
-    EnvConfig, EpisodeRecord, GradedTest, Grading, RepoEnv, StepRecord, TestRunSummary,
-    is_protected, repo_map, truncate_middle,
+    EnvConfig, EpisodeRecord, FirstObservation, GradedTest, Grading, RepoEnv, StepRecord,
+    TestRunSummary, is_protected, repo_map, truncate_middle,
 };
 pub use error::{EnvError, Result};
 pub use eval::{EvalReport, FailedTask, evaluate};

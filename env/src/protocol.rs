@@ -63,6 +63,14 @@ pub enum ToolRequest {
         /// The new definition, from its `def` line to the end of its body, dedented.
         source: String,
     },
+    /// Replace the lines of a file that these lines resemble most (the fixed lines a small
+    /// model writes in a code block; see [`crate::line_fix`]).
+    ReplaceLines {
+        /// The file; absent: the repository's non-test Python file that holds the closest match.
+        path: Option<String>,
+        /// The new lines.
+        source: String,
+    },
     /// Revert the last edit, creation or insertion.
     Undo,
     /// Run the tests: all of them, or the named ids/paths.
@@ -85,6 +93,7 @@ impl ToolRequest {
             ToolRequest::Create { .. } => "create",
             ToolRequest::Insert { .. } => "insert",
             ToolRequest::ReplaceFunction { .. } => "replace_function",
+            ToolRequest::ReplaceLines { .. } => "replace_lines",
             ToolRequest::Undo => "undo",
             ToolRequest::RunTests { .. } => "run_tests",
             ToolRequest::Submit => "submit",
@@ -126,6 +135,10 @@ impl ToolRequest {
             ToolRequest::ReplaceFunction { path, name, source } => match path {
                 Some(p) => json!({ "path": p, "name": name, "source": source }),
                 None => json!({ "name": name, "source": source }),
+            },
+            ToolRequest::ReplaceLines { path, source } => match path {
+                Some(p) => json!({ "path": p, "source": source }),
+                None => json!({ "source": source }),
             },
             ToolRequest::Undo | ToolRequest::Submit => json!({}),
             ToolRequest::RunTests { tests } => json!({ "tests": tests }),
@@ -171,7 +184,8 @@ impl ToolRequest {
                     text.trim_end_matches('\n')
                 )
             }
-            ToolRequest::ReplaceFunction { path, source, .. } => match path {
+            ToolRequest::ReplaceFunction { path, source, .. }
+            | ToolRequest::ReplaceLines { path, source } => match path {
                 Some(p) => format!("{p}:\n```python\n{}\n```", source.trim_end_matches('\n')),
                 None => format!("```python\n{}\n```", source.trim_end_matches('\n')),
             },
@@ -323,6 +337,12 @@ pub fn tool_schemas() -> Value {
             &["source"],
         ),
         tool(
+            "replace_lines",
+            "Replace the lines of a file that the given lines resemble most (write the fixed lines; they take the old lines' indentation).",
+            json!({"path": path, "source": {"type": "string", "description": "the fixed lines (1 to 12)"}}),
+            &["source"],
+        ),
+        tool(
             "undo",
             "Revert the last edit, insertion or creation.",
             json!({}),
@@ -361,6 +381,7 @@ fn canonical(word: &str) -> Option<&'static str> {
         "create" | "create_file" => "create",
         "insert" => "insert",
         "replace_function" | "replace_def" => "replace_function",
+        "replace_lines" | "fix_lines" => "replace_lines",
         "undo" | "undo_edit" => "undo",
         "test" | "tests" | "run_tests" | "pytest" | "run_test" => "run_tests",
         "submit" | "done" | "finish" => "submit",
@@ -374,13 +395,14 @@ fn canonical(word: &str) -> Option<&'static str> {
 pub fn parse_text(text: &str) -> Result<ToolRequest, ProtocolError> {
     match parse_text_strictly(text) {
         Ok(request) => Ok(request),
-        Err(e) => match fenced_function(text) {
+        Err(e) => match fenced_function(text).or_else(|| fenced_lines(text)) {
             Some(request) => Ok(request),
             None if has_fence(text) => Err(ProtocolError {
                 message: format!(
-                    "{} A code block counts as an edit only when it holds a whole function \
-                     (`def name(...):` and its body) between ``` lines.",
-                    e.message
+                    "{} A code block counts as an edit when it holds a whole function \
+                     (`def name(...):` and its body), or 1 to {} fixed lines, between ``` lines.",
+                    e.message,
+                    crate::line_fix::MAX_FRAGMENT_LINES
                 ),
             }),
             None => Err(e),
@@ -612,6 +634,50 @@ fn fenced_function(text: &str) -> Option<ToolRequest> {
     Some(ToolRequest::ReplaceFunction { path, name, source })
 }
 
+/// A closed fenced block of 1 to [`crate::line_fix::MAX_FRAGMENT_LINES`] non-blank lines that
+/// is not a whole function: fixed lines, which replace the lines they resemble most. The last
+/// such block counts; its file is named as for a function (a `# path` comment or the prose).
+fn fenced_lines(text: &str) -> Option<ToolRequest> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut open: Option<usize> = None;
+    let mut last = None;
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        match open {
+            None if t.starts_with("```") => open = Some(i),
+            Some(start) if t == "```" => {
+                last = Some((start, i));
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    let (start, end) = last?;
+    let body: Vec<&str> = lines[start + 1..end]
+        .iter()
+        .copied()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let comment = body
+        .iter()
+        .map(|l| l.trim())
+        .take_while(|l| l.starts_with('#'))
+        .find_map(mentioned_path);
+    let code: Vec<&str> = body
+        .iter()
+        .copied()
+        .skip_while(|l| comment.is_some() && l.trim().starts_with('#'))
+        .collect();
+    if code.is_empty() || code.len() > crate::line_fix::MAX_FRAGMENT_LINES {
+        return None;
+    }
+    let path = comment.or_else(|| mentioned_path(&lines[..start].join("\n")));
+    Some(ToolRequest::ReplaceLines {
+        path,
+        source: code.join("\n"),
+    })
+}
+
 fn command_word(line: &str) -> Option<&'static str> {
     let word = line.split_whitespace().next()?;
     canonical(word)
@@ -762,6 +828,26 @@ fn parse_command(lines: &[&str]) -> Result<ToolRequest, ProtocolError> {
                 path: args.first().cloned(),
                 name,
                 source,
+            })
+        }
+        "replace_lines" => {
+            if args.len() > 1 {
+                return err("replace_lines takes at most a path; the fixed lines go below it.");
+            }
+            let code: Vec<&str> = body
+                .iter()
+                .copied()
+                .filter(|l| !l.trim_start().starts_with("```") && !l.trim().is_empty())
+                .collect();
+            if code.is_empty() || code.len() > crate::line_fix::MAX_FRAGMENT_LINES {
+                return err(format!(
+                    "replace_lines: put 1 to {} fixed lines on the lines after the command.",
+                    crate::line_fix::MAX_FRAGMENT_LINES
+                ));
+            }
+            Ok(ToolRequest::ReplaceLines {
+                path: args.first().cloned(),
+                source: code.join("\n"),
             })
         }
         "undo" => Ok(ToolRequest::Undo),
@@ -1022,6 +1108,16 @@ pub fn parse_tool_call(name: &str, arguments: &Value) -> Result<ToolRequest, Pro
                 source,
             }
         }
+        "replace_lines" => {
+            let code = required(text(&["source", "code", "content", "lines"])?, "source")?;
+            if code.lines().filter(|l| !l.trim().is_empty()).count() == 0 {
+                return err("replace_lines: `source` must hold the fixed lines.");
+            }
+            ToolRequest::ReplaceLines {
+                path: path()?,
+                source: code,
+            }
+        }
         "undo" => ToolRequest::Undo,
         "run_tests" => {
             let tests = match args.get("tests").or_else(|| args.get("test_ids")) {
@@ -1277,15 +1373,42 @@ mod tests {
 
     #[test]
     fn code_blocks_without_a_whole_function_get_help() {
+        let long = format!("```python\n{}```", "x = 1\n".repeat(13));
         for bad in [
-            "```python\nx = 1\n```",
-            "```python\ndef f():\n```",
             "```python\ndef f():\n    return 1\n",
             "```python\ndef f():\n    return 1\n    # cut off",
+            long.as_str(),
         ] {
             let err = text(bad).expect_err(bad);
             assert!(err.message.contains("whole function"), "{bad}: {err}");
         }
+        // A closed block of a few lines that is not a whole function: fixed lines.
+        for (fixed, path) in [
+            ("```python\nx = 1\n```", None),
+            (
+                "In `pkg/m.py`:\n```python\ndef f(a=1):\n```",
+                Some("pkg/m.py"),
+            ),
+            (
+                "```python\n# pkg/m.py\n    return a - b\n```",
+                Some("pkg/m.py"),
+            ),
+        ] {
+            match text(fixed) {
+                Ok(ToolRequest::ReplaceLines { path: p, source }) => {
+                    assert_eq!(p.as_deref(), path, "{fixed}");
+                    assert!(!source.contains('#') && !source.is_empty(), "{source}");
+                }
+                other => panic!("{fixed}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            text("replace_lines m.py\n    return a + b").expect("ok"),
+            ToolRequest::ReplaceLines {
+                path: Some("m.py".into()),
+                source: "    return a + b".into(),
+            }
+        );
         let call = parse_action(&Action::Tool(ToolCall {
             name: "replace_function".into(),
             arguments: serde_json::json!({"name": "g", "source": "def f():\n  return 1"}),

@@ -26,6 +26,22 @@ pub struct EnvConfig {
     pub failures_shown: usize,
     /// Characters of the repository map in the first observation.
     pub repo_map_chars: usize,
+    /// What the first observation holds besides the problem statement.
+    pub first_observation: FirstObservation,
+}
+
+/// What the first observation of an episode holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FirstObservation {
+    /// The statement, a map of the repository and the tool instructions (about 700 tokens
+    /// before the statement).
+    #[default]
+    Full,
+    /// The statement and one line on how to answer (about 40 tokens before it): for small
+    /// models, whose system prompt carries the example commands and for which every prompt
+    /// token costs context and time.
+    Brief,
 }
 
 impl Default for EnvConfig {
@@ -38,6 +54,7 @@ impl Default for EnvConfig {
             search_results: 50,
             failures_shown: 5,
             repo_map_chars: 2_500,
+            first_observation: FirstObservation::Full,
         }
     }
 }

@@ -53,13 +53,13 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
-    fn ok(text: impl Into<String>) -> Self {
+    pub(crate) fn ok(text: impl Into<String>) -> Self {
         ToolOutput {
             text: text.into(),
             is_error: false,
         }
     }
-    fn error(text: impl Into<String>) -> Self {
+    pub(crate) fn error(text: impl Into<String>) -> Self {
         ToolOutput {
             text: text.into(),
             is_error: true,
@@ -172,6 +172,9 @@ impl Workspace {
             ToolRequest::ReplaceFunction { path, name, source } => {
                 self.replace_function(path.as_deref(), name, source)
             }
+            ToolRequest::ReplaceLines { path, source } => {
+                self.replace_lines(path.as_deref(), source)
+            }
             ToolRequest::Undo => self.undo(),
             ToolRequest::RunTests { .. } | ToolRequest::Submit => {
                 ToolOutput::error("internal: not a file tool")
@@ -199,7 +202,7 @@ impl Workspace {
         Ok((path, text))
     }
 
-    fn read_text(&self, path: &str) -> std::result::Result<String, ToolOutput> {
+    pub(crate) fn read_text(&self, path: &str) -> std::result::Result<String, ToolOutput> {
         match self.dir.read(path) {
             Ok(bytes) => String::from_utf8(bytes)
                 .map_err(|_| ToolOutput::error(format!("{path} is not a UTF-8 text file."))),
@@ -242,7 +245,7 @@ impl Workspace {
 
     /// Repository-relative paths of the regular files under `start` (hidden directories,
     /// caches and links skipped), sorted.
-    fn walk(&self, start: &str) -> Vec<String> {
+    pub(crate) fn walk(&self, start: &str) -> Vec<String> {
         let mut files = Vec::new();
         let mut stack = vec![start.to_string()];
         let mut visited = 0;
@@ -451,7 +454,12 @@ impl Workspace {
         ToolOutput::ok(shown)
     }
 
-    fn write(&mut self, path: &str, content: &[u8], before: Option<Vec<u8>>) -> Option<ToolOutput> {
+    pub(crate) fn write(
+        &mut self,
+        path: &str,
+        content: &[u8],
+        before: Option<Vec<u8>>,
+    ) -> Option<ToolOutput> {
         if content.len() > MAX_FILE_BYTES {
             return Some(ToolOutput::error(format!(
                 "refused: {path} would be {} bytes; files are capped at {MAX_FILE_BYTES} bytes.",
@@ -475,7 +483,7 @@ impl Workspace {
     }
 
     /// Numbered lines `first..=last` (1-based, clamped) of `text`, with a little context.
-    fn excerpt(text: &str, first: usize, last: usize) -> String {
+    pub(crate) fn excerpt(text: &str, first: usize, last: usize) -> String {
         let lines: Vec<&str> = text.lines().collect();
         let from = first.saturating_sub(2).max(1);
         let to = (last + 2).min(lines.len());

@@ -295,3 +295,60 @@ fn random_actions_never_crash_hang_or_escape() {
         stats.steps_per_s()
     );
 }
+
+/// The bottom rung of the harness for small models: a brief first observation, and the fixed
+/// lines alone in a code block (no command, no file named) resolve the task. The fixed lines
+/// are the clean lines each sample bug replaced, written without their indentation.
+#[test]
+fn fixed_lines_in_a_code_block_resolve_tasks_with_a_brief_first_observation() {
+    let config = EnvConfig {
+        first_observation: frognano_env::FirstObservation::Brief,
+        ..EnvConfig::default()
+    };
+    let mut full = RepoEnv::new(sandbox(), EnvConfig::default()).expect("env");
+    let mut env = RepoEnv::new(sandbox(), config).expect("env");
+    let mut tried = 0;
+    for task in sample_tasks() {
+        let lines: Vec<&str> = task.bug_patch.lines().collect();
+        // The line of context before the change, then the clean lines the bug removed.
+        let first_change = lines
+            .iter()
+            .position(|l| l.starts_with('-') && !l.starts_with("---"))
+            .unwrap_or(0);
+        let context = lines[..first_change]
+            .iter()
+            .rev()
+            .find(|l| l.starts_with(' ') && !l.trim().is_empty())
+            .map(|l| l[1..].trim());
+        let removed: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.starts_with('-') && !l.starts_with("---"))
+            .map(|l| l[1..].trim())
+            .collect();
+        let block: Vec<&str> = context.into_iter().chain(removed.iter().copied()).collect();
+        let added = lines
+            .iter()
+            .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+            .count();
+        if task.bug_patch.matches("@@ ").count() != 1 || removed.len() != added || added > 3 {
+            continue;
+        }
+        tried += 1;
+        let first = env.reset_task(&task).expect("reset");
+        assert!(first.text.starts_with(task.problem_statement.trim()));
+        assert!(!first.text.contains("## Repository"));
+        let long = full.reset_task(&task).expect("reset");
+        assert!(first.text.len() + 500 < long.text.len());
+        let reply = format!("Here is the fix:\n```python\n{}\n```", block.join("\n"));
+        let step = env.step_action(&text(&reply)).expect("step");
+        assert!(
+            !step.observation.is_error,
+            "{}: {}",
+            task.id, step.observation.text
+        );
+        assert!(step.observation.text.starts_with("Replaced lines"));
+        let done = env.step_action(&text("submit")).expect("submit");
+        assert_eq!(done.reward, 1.0, "{}: {}", task.id, done.observation.text);
+    }
+    assert!(tried >= 4, "only {tried} one-hunk sample bugs");
+}

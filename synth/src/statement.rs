@@ -81,6 +81,28 @@ pub fn fix_hunk(path: &str, clean: &str, buggy: &str, symptom: &str) -> Option<F
         return None;
     }
     let (mut clean_end, mut buggy_end) = (clean_end, buggy_end);
+    // Lines before the change join the hunk while its buggy lines also occur elsewhere in the
+    // file (or its clean lines already do), indentation aside, so that the hunk says where it
+    // goes.
+    let count = |block: &[&str]| {
+        if block.is_empty() {
+            0
+        } else {
+            buggy
+                .windows(block.len())
+                .filter(|w| w.iter().zip(block).all(|(a, b)| a.trim() == b.trim()))
+                .count()
+        }
+    };
+    let mut widened = 0;
+    while first > 0
+        && first < buggy_end
+        && widened < 3
+        && (count(&buggy[first..buggy_end]) > 1 || count(&clean[first..clean_end]) > 0)
+    {
+        first -= 1;
+        widened += 1;
+    }
     if first == buggy_end {
         // Only deletions: anchor on the line before (or, at the top, the line after).
         if first > 0 {
@@ -478,6 +500,15 @@ mod tests {
             (2, "    if value < lo:")
         );
         assert_eq!(anchored.clean, "    if value < lo:\n        return lo");
+        // A fixed line that also occurs elsewhere comes with the line before it.
+        let twice = "def f(a):\n    if a:\n        g(a)\n    h(a)\n    g(a)\n";
+        let bug = "def f(a):\n    if a:\n        h(a)\n    h(a)\n    g(a)\n";
+        let widened = fix_hunk("a.py", twice, bug, "wrong call").expect("a hunk");
+        assert_eq!(
+            (widened.line, widened.buggy.as_str()),
+            (2, "    if a:\n        h(a)")
+        );
+        assert_eq!(widened.clean, "    if a:\n        g(a)");
         // ... and on the line after it when the first line went.
         let top = fix_hunk("a.py", "x = 1\ny = 2\n", "y = 2\n", "missing").expect("a hunk");
         assert_eq!(
