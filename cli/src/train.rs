@@ -506,7 +506,7 @@ pub fn bench_curriculum(args: &BenchCurriculumArgs) -> anyhow::Result<ExitCode> 
         base.seed.wrapping_add(7919),
         &Default::default(),
     )?;
-    let exclude = held_out.iter().map(|t| t.id.clone()).collect();
+    let exclude = frognano_train::held_out_exclusions(&held_out);
     let mut by_method: Vec<(CurriculumKind, Vec<TrainReport>)> =
         methods.iter().map(|m| (*m, Vec::new())).collect();
     let mut initial = None;

@@ -81,6 +81,36 @@ impl Task {
             self.metadata.insert("difficulty".into(), value);
         }
     }
+
+    /// The functions its bug lies in, as `REPO::FILE::SCOPE` keys (the repository's path, each
+    /// file the bug patch changes, each scope the difficulty records; `SCOPE` is empty for
+    /// module-level code): what a held-out set keeps out of training, so that held-out tasks
+    /// come from functions never trained on. Empty for a task without a bug patch.
+    pub fn bug_functions(&self) -> std::collections::BTreeSet<String> {
+        let files: Vec<&str> = self
+            .bug_patch
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("+++ b/")
+                    .or_else(|| l.strip_prefix("--- a/"))
+            })
+            .map(str::trim)
+            .filter(|f| !f.is_empty() && *f != "/dev/null")
+            .collect();
+        let scopes = self
+            .difficulty()
+            .map(|d| d.scopes)
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| vec![String::new()]);
+        let repo = self.repo.path().display().to_string();
+        let mut keys = std::collections::BTreeSet::new();
+        for file in &files {
+            for scope in &scopes {
+                keys.insert(format!("{repo}::{file}::{scope}"));
+            }
+        }
+        keys
+    }
 }
 
 #[cfg(test)]
@@ -89,6 +119,20 @@ mod tests {
 
     fn task() -> Task {
         Task::new("t", "/nonexistent", "x", vec!["t::a".into()])
+    }
+
+    #[test]
+    fn bug_functions_name_the_repository_file_and_scope() {
+        let mut t = task();
+        assert!(t.bug_functions().is_empty());
+        t.bug_patch = "--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-a\n+b\n".into();
+        let mut d =
+            Difficulty::deserialize(serde_json::json!({"operators": ["op_swap"], "bug_count": 1}))
+                .expect("difficulty");
+        d.scopes = vec!["Box.clamp".into()];
+        t.set_difficulty(&d);
+        let keys: Vec<String> = t.bug_functions().into_iter().collect();
+        assert_eq!(keys, vec!["/nonexistent::pkg/m.py::Box.clamp".to_string()]);
     }
 
     #[test]

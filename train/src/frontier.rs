@@ -203,7 +203,8 @@ struct Shared {
     synth_s: f64,
     errors: Vec<String>,
     stop: bool,
-    /// Task ids never to hand out (a held-out set), and every id handed out already.
+    /// Task ids never to hand out (a held-out set), and every id handed out already; and
+    /// bug-function keys whose tasks are never handed out.
     seen: BTreeSet<String>,
     /// Most tasks kept buffered in all (synthesis pauses at this many).
     capacity: usize,
@@ -244,7 +245,8 @@ fn lock(shared: &(Mutex<Shared>, Condvar)) -> MutexGuard<'_, Shared> {
 
 impl FrontierSynthesizer {
     /// A frontier over one synthesizer per repository; `exclude` holds task ids never to
-    /// propose (a held-out evaluation set). Starts the synthesis thread.
+    /// propose (a held-out evaluation set), and bug-function keys whose tasks are never
+    /// proposed either ([`crate::held_out_exclusions`] gives both). Starts the synthesis thread.
     pub fn new(
         synthesizers: Vec<Synthesizer>,
         config: FrontierConfig,
@@ -798,7 +800,7 @@ fn synthesis_loop(
             Ok(tasks) => {
                 let fresh: Vec<Task> = tasks
                     .into_iter()
-                    .filter(|t| !guard.seen.contains(&t.id))
+                    .filter(|t| !crate::run::is_excluded(t, &guard.seen))
                     .collect();
                 if fresh.is_empty() {
                     guard.dry[family][repo] = true;

@@ -342,7 +342,24 @@ pub struct TaskPools {
     pub training: Vec<Task>,
 }
 
-/// Synthesizes `count` tasks spread over the repositories with `seed`, none of `exclude`.
+/// What a training pool or the frontier must keep out given the held-out set: its task ids
+/// and the functions its bugs lie in ([`Task::bug_functions`]), so that held-out tasks come
+/// from functions never trained on.
+pub fn held_out_exclusions(held_out: &[Task]) -> BTreeSet<String> {
+    held_out
+        .iter()
+        .flat_map(|t| std::iter::once(t.id.clone()).chain(t.bug_functions()))
+        .collect()
+}
+
+/// Whether `task` is kept out by `exclude` (task ids and bug-function keys, see
+/// [`held_out_exclusions`]).
+pub fn is_excluded(task: &Task, exclude: &BTreeSet<String>) -> bool {
+    exclude.contains(&task.id) || task.bug_functions().iter().any(|f| exclude.contains(f))
+}
+
+/// Synthesizes `count` tasks spread over the repositories with `seed`, none of `exclude` (task
+/// ids and bug-function keys, see [`held_out_exclusions`]).
 pub fn synthesize_pool(
     sandbox: &Arc<Sandbox>,
     config: &TrainConfig,
@@ -363,10 +380,12 @@ pub fn synthesize_pool(
             continue;
         }
         let mut synth = Synthesizer::new(sandbox.clone(), repo, config.synth_config(seed, 0))?;
-        let made = synth.generate(share + exclude.len().min(share), &|_| {})?;
+        // Twice the share: some candidates fall in held-out functions.
+        let wanted = if exclude.is_empty() { share } else { share * 2 };
+        let made = synth.generate(wanted, &|_| {})?;
         tasks.extend(
             made.into_iter()
-                .filter(|t| !exclude.contains(&t.id))
+                .filter(|t| !is_excluded(t, exclude))
                 .take(share),
         );
     }
@@ -392,7 +411,7 @@ pub fn prepare_pools(
         Vec::new()
     } else {
         observer.stage("synthesize the fixed training set");
-        let exclude = held_out.iter().map(|t| t.id.clone()).collect();
+        let exclude = held_out_exclusions(&held_out);
         synthesize_pool(sandbox, config, config.static_tasks, config.seed, &exclude)?
     };
     Ok(TaskPools { held_out, training })
@@ -455,7 +474,7 @@ pub fn make_curriculum(
                     )
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?;
-            let exclude = pools.held_out.iter().map(|t| t.id.clone()).collect();
+            let exclude = held_out_exclusions(&pools.held_out);
             Box::new(FrontierSynthesizer::new(
                 synthesizers,
                 config.frontier(),

@@ -176,8 +176,12 @@ fn an_iteration_rolls_out_groups_scores_them_and_checkpoints() {
 
 #[test]
 fn the_frontier_synthesizes_in_the_background_adapts_and_retires() {
-    let held_out = tasks(2, 77);
-    let exclude: BTreeSet<String> = held_out.iter().map(|t| t.id.clone()).collect();
+    let held_out = tasks(1, 77);
+    // Held-out ids and the functions their bugs lie in: no proposal may come from them.
+    let exclude = frognano_train::held_out_exclusions(&held_out);
+    let held_out_functions: BTreeSet<String> =
+        held_out.iter().flat_map(|t| t.bug_functions()).collect();
+    assert!(!held_out_functions.is_empty());
     let synth = Synthesizer::new(
         sandbox(),
         &sample("textkit"),
@@ -203,6 +207,11 @@ fn the_frontier_synthesizes_in_the_background_adapts_and_retires() {
     assert_eq!(ids.len(), 3, "distinct tasks in one proposal");
     for t in &proposed {
         assert!(!exclude.contains(&t.id), "held-out task proposed");
+        assert!(
+            t.bug_functions().is_disjoint(&held_out_functions),
+            "{} lies in a held-out function",
+            t.id
+        );
         let family = FamilyKey::of(t).expect("family");
         assert!(
             ["flip_operators", "boundary_condition"].contains(&family.operator.as_str()),
