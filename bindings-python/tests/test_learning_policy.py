@@ -20,8 +20,11 @@ TASKS = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "sample.jso
 def test_grpo_trainer_trains_a_language_model_and_hands_its_weights_back(tmp_path):
     torch.set_num_threads(2)
     fp32 = frognano.make_tiny_model(tmp_path / "tiny", seed=0, progress=lambda message: None)
-    # Two steps end without a submit: the episodes run out of budget, and are trained on.
-    policy = LearningOnnxPolicy(fp32, {"learning_rate": 1e-3, "seed": 0, "mask_truncated": False},
+    # Two steps end without a submit: the episodes run out of budget, and are trained on. The
+    # tiny model's replies run to their token limit and earn nothing: train on cut replies, and
+    # a small KL term keeps an optimizer step when every advantage is 0.
+    policy = LearningOnnxPolicy(fp32, {"learning_rate": 1e-3, "seed": 0,
+                                       "mask_length_limited": False, "kl_coef": 0.01},
                                 work_dir=tmp_path / "work",
                                 generation={"max_new_tokens": 8, "temperature": 1.0})
     tasks = frognano.load_tasks(TASKS)[:1]
