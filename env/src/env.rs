@@ -171,9 +171,16 @@ impl RepoEnv {
         let statement =
             truncate_middle(task.problem_statement.trim(), self.config.observation_chars);
         if self.config.first_observation == FirstObservation::Brief {
+            // The statement's first paragraph: what the bug is (at hint levels 5 and 6, the
+            // line and its fix); the failing tests are a `test` away.
+            let first = statement
+                .split("\n\n")
+                .next()
+                .unwrap_or(&statement)
+                .trim_end();
             return format!(
-                "{statement}\n\nReply with one command (`view PATH`, `test`, `edit PATH` with a \
-                 SEARCH/REPLACE block, `submit`), or the fixed lines in a ```python block.\n"
+                "{first}\n\nReply with the fixed lines in a ```python block, or one command \
+                 (`test`, `view PATH`, `edit PATH` with a SEARCH/REPLACE block, `submit`).\n"
             );
         }
         format!(

@@ -38,9 +38,10 @@ pub enum FirstObservation {
     /// before the statement).
     #[default]
     Full,
-    /// The statement and one line on how to answer (about 40 tokens before it): for small
-    /// models, whose system prompt carries the example commands and for which every prompt
-    /// token costs context and time.
+    /// The statement's first paragraph (what the bug is; at hint levels 5 and 6 the line and
+    /// its fix) and one line on how to answer: for small models, which lose the thread in a
+    /// long prompt and for which every prompt token costs time. The failing tests are a `test`
+    /// away.
     Brief,
 }
 

@@ -12,7 +12,7 @@ fn main() {
     let config = OnnxPolicyConfig {
         generation: GenerationOptions {
             temperature: temp,
-            max_new_tokens: 96,
+            max_new_tokens: 64,
             ..GenerationOptions::default()
         },
         system_prompt: Some(system),

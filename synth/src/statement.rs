@@ -8,10 +8,15 @@
 //! - 4: the file of the bug and the buggy code itself (its enclosing function), so that a small
 //!   model can answer with the fixed function;
 //! - 5: the buggy line(s) with their line number, and what is wrong there in words (the
-//!   operator's symptom, "an operator on this line is wrong"), still not the fix;
+//!   operator's symptom, "an operator on this line is wrong"), still not the fix, at the top of
+//!   the statement;
 //! - 6: the fix itself: the lines to replace and what to replace them with. The bottom rung of
 //!   a reverse curriculum: a policy that cannot yet find a bug can still learn to make an edit
 //!   that the tests accept, and the frontier moves up from there.
+//!
+//! Levels 5 and 6 are for small models: they show the line instead of the whole function
+//! (level 4) and the assertion lines instead of the tracebacks (level 3), so that the
+//! statement stays short; everything else of the levels below stays.
 //!
 //! Below level 6 a statement never contains the fix: any message line that holds a line of the
 //! clean code the bug removed is dropped.
@@ -218,6 +223,32 @@ pub fn excerpt_around(
 pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
     let level = level.min(MAX_HINT_LEVEL);
     let mut out = String::new();
+    // Levels 5 and 6 open with the line (and the fix): what a small model needs first.
+    if level >= 5 {
+        for fix in &input.fixes {
+            let lines = fix.buggy.lines().count();
+            let at = if lines > 1 {
+                format!("lines {}-{}", fix.line, fix.line + lines - 1)
+            } else {
+                format!("line {}", fix.line)
+            };
+            out.push_str(&format!(
+                "The bug is at {at} of `{}`: {}.\n```python\n{}\n```\n",
+                fix.path,
+                fix.symptom,
+                fix.buggy.trim_end()
+            ));
+            if level >= 6 {
+                out.push_str(&format!(
+                    "The fix: replace those lines with\n```python\n{}\n```\n",
+                    fix.clean.trim_end()
+                ));
+            }
+        }
+    }
+    if level >= 5 && !input.fixes.is_empty() {
+        out.push('\n');
+    }
     let modules = input
         .modules
         .iter()
@@ -248,7 +279,9 @@ pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
             out.push_str(&format!("The problem is in {}.\n", scopes.join(", ")));
         }
     }
-    if level >= 4 {
+    // Levels 5 and 6 show the line itself instead of the whole function and the tracebacks:
+    // short statements for the small models these levels are for.
+    if level == 4 {
         for excerpt in &input.excerpts {
             out.push_str(&format!(
                 "The bug is in file `{}`, lines {}-{}:\n```python\n{}\n```\n",
@@ -257,28 +290,6 @@ pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
                 excerpt.last,
                 excerpt.code.trim_end()
             ));
-        }
-    }
-    if level >= 5 {
-        for fix in &input.fixes {
-            let lines = fix.buggy.lines().count();
-            let at = if lines > 1 {
-                format!("lines {}-{}", fix.line, fix.line + lines - 1)
-            } else {
-                format!("line {}", fix.line)
-            };
-            out.push_str(&format!(
-                "The bug is at {at} of `{}`: {}.\n```python\n{}\n```\n",
-                fix.path,
-                fix.symptom,
-                fix.buggy.trim_end()
-            ));
-            if level >= 6 {
-                out.push_str(&format!(
-                    "The fix: replace those lines with\n```python\n{}\n```\n",
-                    fix.clean.trim_end()
-                ));
-            }
         }
     }
     if level >= 1 && !input.failing.is_empty() {
@@ -304,7 +315,7 @@ pub fn write_statement(input: &StatementInput<'_>, level: u8) -> String {
             let Some(message) = &test.message else {
                 continue;
             };
-            let body = if level >= 3 {
+            let body = if (3..=4).contains(&level) {
                 traceback_excerpt(message, &input.secret_lines)
             } else {
                 error_lines(message, &input.secret_lines)
@@ -534,7 +545,11 @@ mod tests {
         );
         assert!(five.contains("```python\n    return min(hi + 1, value)\n```"));
         assert!(!five.contains("return min(hi, value)"), "{five}");
-        assert!(six.starts_with(&five[..five.find("\n1 failing test").unwrap_or(0)]));
+        assert!(five.starts_with("The bug is at line 4"), "{five}");
+        // Then the module, the scope, the failing tests and their assertion lines.
+        let rest = &five[five.find("Something is wrong").expect("the module")..];
+        assert!(six.ends_with(rest));
+        assert!(rest.contains("`clamp`") && rest.contains("E       assert 4 == 3"));
         assert!(six.contains(
             "The fix: replace those lines with\n```python\n    return min(hi, value)\n```"
         ));
