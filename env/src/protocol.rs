@@ -634,30 +634,39 @@ fn fenced_function(text: &str) -> Option<ToolRequest> {
     Some(ToolRequest::ReplaceFunction { path, name, source })
 }
 
-/// A closed fenced block of 1 to [`crate::line_fix::MAX_FRAGMENT_LINES`] non-blank lines that
-/// is not a whole function: fixed lines, which replace the lines they resemble most. The last
-/// such block counts; its file is named as for a function (a `# path` comment or the prose).
+/// A fenced block of 1 to [`crate::line_fix::MAX_FRAGMENT_LINES`] non-blank lines that is not
+/// a whole function: fixed lines, which replace the lines they resemble most. The first closed
+/// block counts (small models tend to add more blocks after their answer); a reply that ends
+/// inside a block (generation stopped at its closing fence by a stop string) counts that block
+/// when no block was closed, unless it could be a function cut off. Its file is named as for a
+/// function (a `# path` comment or the prose before it).
 fn fenced_lines(text: &str) -> Option<ToolRequest> {
     let lines: Vec<&str> = text.lines().collect();
     let mut open: Option<usize> = None;
-    let mut last = None;
+    let mut first = None;
     for (i, line) in lines.iter().enumerate() {
         let t = line.trim();
         match open {
             None if t.starts_with("```") => open = Some(i),
             Some(start) if t == "```" => {
-                last = Some((start, i));
-                open = None;
+                first = Some((start, i));
+                break;
             }
             _ => {}
         }
     }
-    let (start, end) = last?;
+    let closed = first.is_some();
+    let (start, end) = first.or_else(|| open.map(|start| (start, lines.len())))?;
     let body: Vec<&str> = lines[start + 1..end]
         .iter()
         .copied()
         .filter(|l| !l.trim().is_empty())
         .collect();
+    // An open block may be a function cut off mid-body: it counts only as one line, or as
+    // lines with no definition among them.
+    if !closed && body.len() > 1 && body.iter().any(|l| def_name(l).is_some()) {
+        return None;
+    }
     let comment = body
         .iter()
         .map(|l| l.trim())
@@ -1393,11 +1402,17 @@ mod tests {
                 "```python\n# pkg/m.py\n    return a - b\n```",
                 Some("pkg/m.py"),
             ),
+            ("```python\nx = 1\n```\nor\n```python\nx = 2\n```", None),
+            ("```python\n    def pop(self, index=-1):\n", None),
         ] {
             match text(fixed) {
                 Ok(ToolRequest::ReplaceLines { path: p, source }) => {
                     assert_eq!(p.as_deref(), path, "{fixed}");
                     assert!(!source.contains('#') && !source.is_empty(), "{source}");
+                    assert!(
+                        !source.contains("x = 2"),
+                        "the first block counts: {source}"
+                    );
                 }
                 other => panic!("{fixed}: {other:?}"),
             }
