@@ -58,6 +58,16 @@ pub struct EvalArgs {
     /// Episodes per task (useful with --temperature above 0).
     #[arg(long, default_value_t = 1)]
     samples: usize,
+    /// Stop string of a model policy's replies (repeatable); the reply ends before it.
+    #[arg(long = "stop")]
+    stop: Vec<String>,
+    /// System prompt of a model policy (default: the policy's).
+    #[arg(long)]
+    system_prompt: Option<String>,
+    /// First observation: full (statement, repository map, tool grammar) or brief (the
+    /// statement's first paragraph and one line on how to answer; for small models).
+    #[arg(long, value_enum, default_value_t = FirstObservationArg::Full)]
+    first_observation: FirstObservationArg,
     /// Print the evaluation report as one JSON object instead of the table (the summary that
     /// Python's `evaluate` and C's `frognano_evaluate` return).
     #[arg(long)]
@@ -66,6 +76,24 @@ pub struct EvalArgs {
     image: ImageArgs,
     #[command(flatten)]
     ray: crate::cluster::RayArgs,
+}
+
+/// `--first-observation`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstObservationArg {
+    /// The statement, a repository map and the tool grammar.
+    Full,
+    /// The statement's first paragraph and one line on how to answer.
+    Brief,
+}
+
+impl From<FirstObservationArg> for frognano_env::FirstObservation {
+    fn from(arg: FirstObservationArg) -> Self {
+        match arg {
+            FirstObservationArg::Full => frognano_env::FirstObservation::Full,
+            FirstObservationArg::Brief => frognano_env::FirstObservation::Brief,
+        }
+    }
 }
 
 fn workers(requested: Option<usize>) -> anyhow::Result<usize> {
@@ -118,13 +146,19 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
         max_new_tokens: args.max_new_tokens,
         temperature: args.temperature,
         seed: args.seed,
+        stop: args.stop.clone(),
         ..GenerationOptions::default()
     };
     let mut policy = match &spec {
         PolicySpec::Onnx { model } | PolicySpec::Http { model, .. } => {
             let bar = crate::models::spinner(model);
             let progress = |message: &str| bar.set_message(message.to_string());
-            let policy = spec.build_with(&tasks, &progress, Some(&generation));
+            let policy = spec.build_with(
+                &tasks,
+                &progress,
+                Some(&generation),
+                args.system_prompt.as_deref(),
+            );
             bar.finish_and_clear();
             policy?
         }
@@ -133,6 +167,7 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     let config = EnvConfig {
         max_steps: args.max_steps,
         max_observation_chars: args.max_observation_chars,
+        first_observation: args.first_observation.into(),
         ..EnvConfig::default()
     };
     config.validate()?;
@@ -186,11 +221,14 @@ fn eval_on_cluster(args: &EvalArgs, tasks: &[Task]) -> anyhow::Result<frognano_e
         || args.max_new_tokens != 384
         || args.seed != 0
         || args.max_observation_chars != EnvConfig::default().max_observation_chars
+        || !args.stop.is_empty()
+        || args.system_prompt.is_some()
+        || args.first_observation != FirstObservationArg::Full
     {
         bail!(
             "--ray runs with the default model settings and observation budget: leave out \
-             --temperature, --max-new-tokens, --seed and --max-observation-chars, or \
-             evaluate without --ray"
+             --temperature, --max-new-tokens, --seed, --stop, --system-prompt, \
+             --first-observation and --max-observation-chars, or evaluate without --ray"
         );
     }
     let mut out = match &args.out {

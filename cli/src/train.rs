@@ -339,6 +339,24 @@ fn summary_table(report: &TrainReport) -> Table {
             report.trained.episodes
         ),
     ));
+    // Per difficulty rung, when the held-out set spans more than one.
+    let rung_rows: Vec<(String, String)> = if report.by_hint_level.len() > 1 {
+        report
+            .by_hint_level
+            .iter()
+            .map(|r| {
+                let initial = r
+                    .initial_resolved
+                    .map_or(String::new(), |n| format!("{n} -> "));
+                (
+                    format!("held-out resolved at hint level {}", r.hint_level),
+                    format!("{initial}{} of {}", r.trained_resolved, r.tasks),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     rows.push((
         "held-out error recovery, trained",
         format!(
@@ -355,6 +373,9 @@ fn summary_table(report: &TrainReport) -> Table {
     rows.push(("wall", format!("{:.0} s", report.wall_s)));
     for (k, v) in rows {
         table.add_row(vec![k.to_string(), v]);
+    }
+    for (k, v) in rung_rows {
+        table.add_row(vec![k, v]);
     }
     table
 }

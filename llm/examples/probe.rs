@@ -13,6 +13,7 @@ fn main() {
         generation: GenerationOptions {
             temperature: temp,
             max_new_tokens: 64,
+            stop: vec!["\n```\n".into()],
             ..GenerationOptions::default()
         },
         system_prompt: Some(system),

@@ -116,11 +116,12 @@ impl PolicySpec {
     /// and converted on first use). A model that cannot be loaded is an
     /// [`ErrorKind::Inference`](frognano_core::ErrorKind::Inference) error.
     pub fn build(&self, tasks: &[Task], progress: Progress<'_>) -> Result<Box<dyn Policy>> {
-        self.build_with(tasks, progress, None)
+        self.build_with(tasks, progress, None, None)
     }
 
     /// [`PolicySpec::build`], with the sampling of a model policy (`onnx:` or `openai:`) set to
-    /// `generation` instead of its default (greedy, 384 tokens); other policies ignore it. A
+    /// `generation` instead of its default (greedy, 384 tokens) and its system prompt to
+    /// `system_prompt` instead of the default one; other policies ignore both. A
     /// served model's server is asked first whether it serves the model (see
     /// [`crate::HttpPolicy::connect`]).
     pub fn build_with(
@@ -128,6 +129,7 @@ impl PolicySpec {
         tasks: &[Task],
         progress: Progress<'_>,
         generation: Option<&GenerationOptions>,
+        system_prompt: Option<&str>,
     ) -> Result<Box<dyn Policy>> {
         Ok(match self {
             PolicySpec::Oracle => Box::new(OraclePolicy::new(tasks)),
@@ -156,6 +158,7 @@ impl PolicySpec {
                 if let Some(generation) = generation {
                     config.generation = generation.clone();
                 }
+                config.system_prompt = system_prompt.map(str::to_string);
                 Box::new(OnnxPolicy::load(&dir, config)?)
             }
             PolicySpec::Http { base_url, model } => {
@@ -163,6 +166,7 @@ impl PolicySpec {
                 if let Some(generation) = generation {
                     config.generation = generation.clone();
                 }
+                config.system_prompt = system_prompt.map(str::to_string);
                 progress(&format!("connecting to {base_url}"));
                 Box::new(crate::HttpPolicy::connect(config)?)
             }

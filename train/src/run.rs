@@ -2,7 +2,7 @@
 //! training set), the curriculum, the trainer loop with checkpoints, and the held-out evaluation
 //! before and after. Behind `frognano train` and `frognano bench curriculum`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -417,6 +417,62 @@ pub fn prepare_pools(
     Ok(TaskPools { held_out, training })
 }
 
+/// Held-out results on the tasks of one hint level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RungResult {
+    /// The hint level (see `frognano_synth::statement`).
+    pub hint_level: u8,
+    /// Held-out tasks at this level.
+    pub tasks: usize,
+    /// Resolved by the untrained policy (when evaluated).
+    pub initial_resolved: Option<usize>,
+    /// Resolved by the trained policy.
+    pub trained_resolved: usize,
+}
+
+/// Per hint level: tasks, and resolved ones among `initial` and `trained` records.
+fn rung_results(
+    tasks: &[Task],
+    initial: Option<&[EpisodeRecord]>,
+    trained: &[EpisodeRecord],
+) -> Vec<RungResult> {
+    let level_of = |id: &str| {
+        tasks
+            .iter()
+            .find(|t| t.id == id)
+            .and_then(Task::difficulty)
+            .map(|d| d.hint_level)
+    };
+    let mut rungs: BTreeMap<u8, RungResult> = BTreeMap::new();
+    for task in tasks {
+        let level = task.difficulty().map_or(0, |d| d.hint_level);
+        let rung = rungs.entry(level).or_insert(RungResult {
+            hint_level: level,
+            tasks: 0,
+            initial_resolved: initial.map(|_| 0),
+            trained_resolved: 0,
+        });
+        rung.tasks += 1;
+    }
+    let count = |records: &[EpisodeRecord], rungs: &mut BTreeMap<u8, RungResult>, trained: bool| {
+        for record in records.iter().filter(|r| r.outcome.resolved) {
+            let level = level_of(&record.task_id).unwrap_or(0);
+            if let Some(rung) = rungs.get_mut(&level) {
+                if trained {
+                    rung.trained_resolved += 1;
+                } else if let Some(n) = rung.initial_resolved.as_mut() {
+                    *n += 1;
+                }
+            }
+        }
+    };
+    if let Some(records) = initial {
+        count(records, &mut rungs, false);
+    }
+    count(trained, &mut rungs, true);
+    rungs.into_values().collect()
+}
+
 /// The outcome of one training job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrainReport {
@@ -438,6 +494,13 @@ pub struct TrainReport {
     pub synthesis_wait_s: f64,
     /// The trained policy's state.
     pub policy: serde_json::Value,
+    /// Why training stopped before its iterations were done (the curriculum ran out of
+    /// tasks), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_early: Option<String>,
+    /// Held-out results per difficulty rung (hint level), untrained and trained.
+    #[serde(default)]
+    pub by_hint_level: Vec<RungResult>,
     /// The trained language model's folder (a language-model job), which `OnnxPolicy` runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<PathBuf>,
@@ -556,18 +619,19 @@ pub fn run_with(
             trainer.resume(cp)?;
         }
     }
-    let initial = if config.evaluate_initial {
+    let (initial, initial_records) = if config.evaluate_initial {
         observer.stage("evaluate the untrained policy on the held-out tasks");
         let mut untrained = evaluated.policy(None)?;
-        Some(evaluate(
+        let (summary, records) = evaluate(
             &mut trainer,
             untrained.as_mut(),
             &pools.held_out,
             observer,
             None,
-        )?)
+        )?;
+        (Some(summary), Some(records))
     } else {
-        None
+        (None, None)
     };
     observer.stage("train");
     // The progress hook must be 'static: episodes are forwarded through a channel.
@@ -575,8 +639,9 @@ pub fn run_with(
     trainer.set_progress(move |p| {
         let _ = sender.send(p);
     });
+    let mut ended_early = None;
     while trainer.iteration() < config.iterations {
-        let metrics = std::thread::scope(|scope| {
+        let outcome = std::thread::scope(|scope| {
             let handle = scope.spawn(|| trainer.iterate());
             while !handle.is_finished() {
                 if let Ok(p) = receiver.recv_timeout(std::time::Duration::from_millis(100)) {
@@ -588,7 +653,30 @@ pub fn run_with(
             }
             handle.join()
         })
-        .map_err(|_| TrainError::Config("the training thread panicked".into()))??;
+        .map_err(|_| TrainError::Config("the training thread panicked".into()))?;
+        let metrics = match outcome {
+            // A curriculum that runs out of tasks after some training ends the training, not
+            // the job: the policy as trained is still evaluated and reported.
+            Err(frognano_core::Error::Component { source, .. })
+                if trainer.iteration() > 0
+                    && matches!(
+                        source.downcast_ref::<TrainError>(),
+                        Some(TrainError::NoTasks(_))
+                    ) =>
+            {
+                let why = source.to_string();
+                let note = format!(
+                    "the curriculum ran out of tasks after {} of {} iterations ({why}); \
+                     training ends here",
+                    trainer.iteration(),
+                    config.iterations
+                );
+                observer.stage(&note);
+                ended_early = Some(note);
+                break;
+            }
+            other => other?,
+        };
         if let Some(cp) = &checkpoint {
             trainer.save_checkpoint(cp)?;
         }
@@ -598,13 +686,18 @@ pub fn run_with(
     let state = trainer.policy().state()?;
     let mut trained_policy = evaluated.policy(Some(&state))?;
     let eval_file = config.out.as_ref().map(|o| o.join("eval.jsonl"));
-    let trained = evaluate(
+    let (trained, trained_records) = evaluate(
         &mut trainer,
         trained_policy.as_mut(),
         &pools.held_out,
         observer,
         eval_file.as_deref(),
     )?;
+    let by_hint_level = rung_results(
+        &pools.held_out,
+        initial_records.as_deref(),
+        &trained_records,
+    );
     let history = trainer.history().to_vec();
     let synthesis_wait_s = history
         .iter()
@@ -621,6 +714,8 @@ pub fn run_with(
         rollouts,
         synthesis_wait_s,
         policy: state,
+        by_hint_level,
+        ended_early,
         weights: evaluated.weights(),
         wall_s: started.elapsed().as_secs_f64(),
     })
@@ -751,7 +846,7 @@ fn evaluate(
     tasks: &[Task],
     observer: &mut dyn RunObserver,
     records_file: Option<&Path>,
-) -> Result<EvalSummary> {
+) -> Result<(EvalSummary, Vec<EpisodeRecord>)> {
     let total = tasks.len();
     let mut done = 0;
     let (summary, records) = trainer.evaluate(policy, tasks, |_| {
@@ -761,7 +856,7 @@ fn evaluate(
     if let Some(path) = records_file {
         write_records(path, &records)?;
     }
-    Ok(summary)
+    Ok((summary, records))
 }
 
 /// Writes a task set; repository paths become absolute, because a task file's relative paths

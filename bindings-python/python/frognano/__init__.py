@@ -204,7 +204,8 @@ def token_batch(batch: dict) -> dict:
     Each model step is its own (prompt, completion) pair: prompt_ids / prompt_offsets (int64;
     step s's prompt is prompt_ids[prompt_offsets[s]:prompt_offsets[s + 1]]), completion_ids /
     completion_offsets (int64), rollout_logprobs (float32, one per completion token),
-    loss_mask (uint8), temperatures, step_trajectory, step_advantages (per step), advantages,
+    loss_mask (uint8), temperatures, top_k, top_p, length_limited (1: the reply was cut at its
+    token limit), step_trajectory, step_advantages (per step), advantages,
     rewards, truncated, resolved, groups (per trajectory), and "metadata" (format, version,
     iteration, estimator, group_size, task_ids). What frognano.torch_learner.TorchLearner.learn
     takes, and what save_token_batch writes. A batch a token learner cannot use raises
