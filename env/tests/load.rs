@@ -6,42 +6,7 @@ use frognano_core::Task;
 use frognano_env::taskset;
 use frognano_env::testing::{assert_all_resolved, rollout};
 use frognano_policy::OraclePolicy;
-use frognano_sandbox::testing::workspace_root as root;
-
-/// Threads that keep every core busy until dropped (a training job's rollouts and learner
-/// beside its test runs).
-struct Saturation {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Saturation {
-    fn start(per_core: usize) -> Self {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let threads = (0..cores * per_core)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-                    }
-                })
-            })
-            .collect();
-        Saturation { stop, threads }
-    }
-}
-
-impl Drop for Saturation {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
-}
+use frognano_sandbox::testing::{Saturation, workspace_root as root};
 
 #[test]
 fn the_oracle_resolves_every_task_on_a_saturated_machine() {

@@ -176,3 +176,40 @@ pub fn pinned_sdist(name: &str) -> PinnedSdist {
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no pinned sdist {name}"))
 }
+
+/// Threads that keep every core busy until dropped: the load of a training job's rollouts and
+/// learner beside its test runs, for tests that verdicts do not depend on it.
+#[derive(Debug)]
+pub struct Saturation {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Saturation {
+    /// `per_core` busy threads per core.
+    pub fn start(per_core: usize) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..cores * per_core)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect();
+        Saturation { stop, threads }
+    }
+}
+
+impl Drop for Saturation {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use frognano_core::{Limits, RunOutcome};
 use frognano_sandbox::TestRequest;
+use frognano_sandbox::testing::Saturation;
 
 fn request(timeout_s: f64) -> TestRequest {
     TestRequest {
@@ -26,41 +27,6 @@ fn run_one(file: &str, source: &str, request: &TestRequest) -> frognano_core::Te
     common::sandbox()
         .run_tests(repo.path(), request)
         .expect("run")
-}
-
-/// Threads that keep every core busy until dropped (the load of a training job's rollouts
-/// and learner beside its test runs).
-struct Saturation {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Saturation {
-    fn start(per_core: usize) -> Self {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let threads = (0..cores * per_core)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-                    }
-                })
-            })
-            .collect();
-        Saturation { stop, threads }
-    }
-}
-
-impl Drop for Saturation {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
 }
 
 #[test]
