@@ -3,30 +3,12 @@
 
 mod common;
 
+use common::{limited as request, run_one};
+
 use std::time::{Duration, Instant};
 
-use frognano_core::{Limits, RunOutcome};
+use frognano_core::RunOutcome;
 use frognano_sandbox::TestRequest;
-
-fn request(timeout_s: f64, memory_mb: u64, output_bytes: usize) -> TestRequest {
-    TestRequest {
-        pytest_args: vec![],
-        limits: Some(Limits {
-            timeout_s,
-            memory_mb,
-            output_bytes,
-        }),
-        ..TestRequest::default()
-    }
-}
-
-/// Runs a repository of one test file under `request`.
-fn run_one(file: &str, source: &str, request: &TestRequest) -> frognano_core::TestReport {
-    let repo = common::make_repo(&[(file, source)]);
-    common::sandbox()
-        .run_tests(repo.path(), request)
-        .expect("run")
-}
 
 /// Asserts that less than `secs` seconds passed since `started`.
 fn assert_within(started: Instant, secs: u64) {

@@ -6,27 +6,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use frognano_core::{Limits, RunOutcome};
+use frognano_core::RunOutcome;
 use frognano_sandbox::TestRequest;
 use frognano_sandbox::testing::Saturation;
 
+/// A request with `timeout_s` of CPU, 512 MiB and 1 MiB of output.
 fn request(timeout_s: f64) -> TestRequest {
-    TestRequest {
-        pytest_args: vec![],
-        limits: Some(Limits {
-            timeout_s,
-            memory_mb: 512,
-            output_bytes: 1 << 20,
-        }),
-        ..TestRequest::default()
-    }
-}
-
-fn run_one(file: &str, source: &str, request: &TestRequest) -> frognano_core::TestReport {
-    let repo = common::make_repo(&[(file, source)]);
-    common::sandbox()
-        .run_tests(repo.path(), request)
-        .expect("run")
+    common::limited(timeout_s, 512, 1 << 20)
 }
 
 #[test]
@@ -34,13 +20,13 @@ fn time_limits_count_the_guests_work_not_the_machines_load() {
     // A suite of CPU work, timed idle; its limit is then 1.5 times its CPU time.
     let source = "def test_work():\n    total = 0\n    for i in range(8_000_000):\n        \
                   total += i % 7\n    assert total > 0\n";
-    let idle = run_one("test_work.py", source, &request(60.0));
+    let idle = common::run_one("test_work.py", source, &request(60.0));
     assert_eq!(idle.outcome, RunOutcome::Passed, "{idle:?}");
     let limit = (idle.duration_s * 1.5).max(1.0);
     // Three busy threads per core: the suite gets about a quarter of a core, so its wall time
     // is several times its CPU time, and a wall-clock limit of `limit` would end it.
     let load = Saturation::start(3);
-    let loaded = run_one("test_work.py", source, &request(limit));
+    let loaded = common::run_one("test_work.py", source, &request(limit));
     drop(load);
     println!(
         "idle {:.2} s; saturated {:.2} s of wall-clock time under a limit of {limit:.2} s of CPU",
@@ -62,7 +48,7 @@ fn time_limits_count_the_guests_work_not_the_machines_load() {
     // An endless loop under the same load still ends, at its CPU limit (or the backstop).
     let started = Instant::now();
     let load = Saturation::start(3);
-    let spin = run_one(
+    let spin = common::run_one(
         "test_spin.py",
         "def test_spin():\n    while True:\n        pass\n",
         &request(1.0),

@@ -21,6 +21,21 @@ fn settings(value: serde_json::Value) -> serde_json::Map<String, serde_json::Val
     value.as_object().cloned().expect("an object")
 }
 
+/// The learner scores the rollout tokens as ONNX Runtime sampled them, before and after the
+/// update and hand-back.
+fn assert_parity(figures: &frognano_train::LearnerBench) {
+    assert!(
+        figures.parity_max_abs_diff <= 1e-3,
+        "rollout vs learner log-probs: {}",
+        figures.parity_max_abs_diff
+    );
+    assert!(
+        figures.handback_parity_max_abs_diff <= 1e-3,
+        "learner vs ONNX Runtime after the hand-back: {}",
+        figures.handback_parity_max_abs_diff
+    );
+}
+
 #[test]
 fn the_learner_and_onnx_runtime_agree_before_and_after_an_update() {
     let scratch = tempfile::tempdir().expect("scratch");
@@ -37,16 +52,7 @@ fn the_learner_and_onnx_runtime_agree_before_and_after_an_update() {
     };
     let figures = bench_learner(&options, &|_| {}).expect("bench");
     assert_eq!(figures.tokens, 64);
-    assert!(
-        figures.parity_max_abs_diff <= 1e-3,
-        "rollout vs learner log-probs: {}",
-        figures.parity_max_abs_diff
-    );
-    assert!(
-        figures.handback_parity_max_abs_diff <= 1e-3,
-        "learner vs ONNX Runtime after the hand-back: {}",
-        figures.handback_parity_max_abs_diff
-    );
+    assert_parity(&figures);
     // One step with advantages +1 / -1 moves the log-probs of the tokens that way.
     assert!(
         figures.positive_logprob_change > 0.0,
@@ -95,16 +101,7 @@ fn parity_holds_at_another_temperature_with_top_k_top_p_and_stops() {
         "some episodes end at the stop string: {} tokens",
         figures.tokens
     );
-    assert!(
-        figures.parity_max_abs_diff <= 1e-3,
-        "rollout vs learner log-probs: {}",
-        figures.parity_max_abs_diff
-    );
-    assert!(
-        figures.handback_parity_max_abs_diff <= 1e-3,
-        "learner vs ONNX Runtime after the hand-back: {}",
-        figures.handback_parity_max_abs_diff
-    );
+    assert_parity(&figures);
 }
 
 #[test]

@@ -69,3 +69,22 @@ pub fn tree_snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         })
         .collect()
 }
+
+/// A request with these limits and no pytest arguments.
+pub fn limited(timeout_s: f64, memory_mb: u64, output_bytes: usize) -> TestRequest {
+    TestRequest {
+        pytest_args: vec![],
+        limits: Some(frognano_core::Limits {
+            timeout_s,
+            memory_mb,
+            output_bytes,
+        }),
+        ..TestRequest::default()
+    }
+}
+
+/// Runs a repository of one test file under `request`.
+pub fn run_one(file: &str, source: &str, request: &TestRequest) -> frognano_core::TestReport {
+    let repo = make_repo(&[(file, source)]);
+    sandbox().run_tests(repo.path(), request).expect("run")
+}
