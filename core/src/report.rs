@@ -45,7 +45,7 @@ pub enum RunOutcome {
     Passed,
     /// At least one test failed or errored.
     Failed,
-    /// The wall-clock limit ended the run.
+    /// The time limit ended the run (the guest's CPU time, or the wall-clock backstop).
     Timeout,
     /// The guest asked for more memory than its cap.
     MemoryExceeded,

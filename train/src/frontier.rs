@@ -800,7 +800,7 @@ fn synthesis_loop(
             Ok(tasks) => {
                 let fresh: Vec<Task> = tasks
                     .into_iter()
-                    .filter(|t| !crate::run::is_excluded(t, &guard.seen))
+                    .filter(|t| !crate::pools::is_excluded(t, &guard.seen))
                     .collect();
                 if fresh.is_empty() {
                     guard.dry[family][repo] = true;

@@ -16,6 +16,7 @@ mod error;
 mod frontier;
 mod language;
 mod language_bench;
+mod pools;
 mod run;
 mod trainer;
 
@@ -32,6 +33,9 @@ pub use language::{
 };
 pub use language_bench::{
     LearnerBench, LearnerBenchOptions, RatioSummary, bench_learner, max_abs_diff, onnx_logprobs,
+};
+pub use pools::{
+    RungResult, TaskPools, held_out_exclusions, is_excluded, prepare_pools, synthesize_pool,
 };
 pub use run::*;
 pub use trainer::{EpisodeRunner, GrpoTrainer, TrainProgress, TrainerConfig};
