@@ -57,3 +57,15 @@ def assert_same_weights(a, b):
     assert a.keys() == b.keys()
     for key in a:
         assert np.array_equal(a[key], b[key]), key
+
+
+def step_logits(model, batch):
+    """Per step: (prompt length, completion ids, the plain forward pass's float logits of the
+    prompt and completion), the reference the learner's log-probs are checked against."""
+    po, co = batch["prompt_offsets"], batch["completion_offsets"]
+    with torch.no_grad():
+        for s in range(len(batch["temperatures"])):
+            prompt = batch["prompt_ids"][po[s]:po[s + 1]]
+            completion = batch["completion_ids"][co[s]:co[s + 1]]
+            ids = torch.from_numpy(np.concatenate([prompt, completion]))[None]
+            yield s, len(prompt), completion, model(input_ids=ids).logits[0].float()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from learner_support import assert_same_weights, make_trajectories, on_policy, tl, weights
+from learner_support import assert_same_weights, make_trajectories, on_policy, step_logits, tl, weights
 
 FAST = {"learning_rate": 1e-3, "micro_batch_size": 3, "seed": 0, "device": "cpu",
         # These batches carry made-up rollout log-probs on purpose (off-policy ratios).
@@ -25,16 +25,11 @@ def test_logprobs_match_a_plain_forward(learner, temperature):
     got = learner.logprobs(batch)
     model = learner.model
     t = 1.0 if temperature <= 1e-5 else temperature
-    po, co = batch["prompt_offsets"], batch["completion_offsets"]
-    with torch.no_grad():
-        for s in range(len(batch["temperatures"])):
-            prompt = batch["prompt_ids"][po[s]:po[s + 1]]
-            completion = batch["completion_ids"][co[s]:co[s + 1]]
-            ids = torch.from_numpy(np.concatenate([prompt, completion]))[None]
-            logits = model(input_ids=ids).logits[0].float() / t
-            logp = torch.log_softmax(logits, -1)[len(prompt) - 1:-1]
-            want = logp.gather(1, torch.from_numpy(completion)[:, None])[:, 0].numpy()
-            np.testing.assert_allclose(got[co[s]:co[s + 1]], want, rtol=0, atol=2e-5)
+    co = batch["completion_offsets"]
+    for s, prompt_len, completion, logits in step_logits(model, batch):
+        logp = torch.log_softmax(logits / t, -1)[prompt_len - 1:-1]
+        want = logp.gather(1, torch.from_numpy(completion)[:, None])[:, 0].numpy()
+        np.testing.assert_allclose(got[co[s]:co[s + 1]], want, rtol=0, atol=2e-5)
 
 
 def mean_logprob(learner, batch, mask):

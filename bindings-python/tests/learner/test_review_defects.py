@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 import torch
-from learner_support import assert_same_weights, make_trajectories, on_policy, tl, weights
+from learner_support import assert_same_weights, make_trajectories, on_policy, step_logits, tl, weights
 
 BASE = {"learning_rate": 1e-3, "micro_batch_size": 4, "seed": 0, "device": "cpu"}
 
@@ -113,16 +113,11 @@ def test_logprobs_are_those_of_the_truncated_distribution(tiny_model, temperatur
         step["top_k"], step["top_p"] = top_k, top_p
     batch = tl.build_batch(trajectories)
     got = learner.logprobs(batch)
-    po, co = batch["prompt_offsets"], batch["completion_offsets"]
-    with torch.no_grad():
-        for s in range(len(batch["temperatures"])):
-            prompt = batch["prompt_ids"][po[s]:po[s + 1]]
-            completion = batch["completion_ids"][co[s]:co[s + 1]]
-            ids = torch.from_numpy(np.concatenate([prompt, completion]))[None]
-            logits = learner.model(input_ids=ids).logits[0].float() / temperature
-            for i, token in enumerate(completion):
-                want = truncated_logprobs(logits[len(prompt) - 1 + i], int(token), top_k, top_p)
-                assert got[co[s] + i] == pytest.approx(want, abs=2e-5), (s, i)
+    co = batch["completion_offsets"]
+    for s, prompt_len, completion, logits in step_logits(learner.model, batch):
+        for i, token in enumerate(completion):
+            want = truncated_logprobs(logits[prompt_len - 1 + i] / temperature, int(token), top_k, top_p)
+            assert got[co[s] + i] == pytest.approx(want, abs=2e-5), (s, i)
     # Truncation never gives a drawn token -inf, and entropy stays finite in training.
     assert np.isfinite(got).all()
     stats = learner.learn(on_policy(learner, batch))
