@@ -215,7 +215,7 @@ impl Workspace {
                 );
             }
             if let Some(window) = best_window(&squeezed, &lines) {
-                found.push((file, text.clone(), window));
+                found.push((file, text, window));
             }
         }
         found.sort_by(|a, b| b.2.score.total_cmp(&a.2.score));
