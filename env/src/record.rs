@@ -34,8 +34,7 @@ pub struct EnvConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FirstObservation {
-    /// The statement, a map of the repository and the tool instructions (about 700 tokens
-    /// before the statement).
+    /// The statement, a map of the repository and the tool instructions.
     #[default]
     Full,
     /// The statement's first paragraph (what the bug is; at hint levels 5 and 6 the line and
