@@ -112,6 +112,7 @@ impl Sandbox {
         limits: &Limits,
         cancel: Option<&CancelFlag>,
     ) -> Result<GuestRun> {
+        super::trap_handlers::reinstate();
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
         let wasi = build_wasi(mounts, program, &self.image, &stdout, &stderr)?;

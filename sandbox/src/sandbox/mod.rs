@@ -20,6 +20,7 @@ mod python;
 mod report;
 mod shard;
 mod snapshot;
+mod trap_handlers;
 
 use std::fs;
 use std::path::PathBuf;
@@ -107,6 +108,7 @@ impl Sandbox {
                 .map_err(SandboxError::runtime)?;
         }
         let engine = Engine::new(&config).map_err(SandboxError::runtime)?;
+        trap_handlers::record();
         start_epoch_ticker(&engine);
         let linker = make_linker(&engine)?;
         let snapshot = options.snapshot && options.image.supports_snapshot();
