@@ -109,7 +109,8 @@ typedef enum FrognanoRunOutcome {
      */
     FROGNANO_RUN_OUTCOME_FAILED = 1,
     /**
-     * The wall-clock limit ended the run.
+     * The time limit ended the run (the guest's CPU time, or the wall-clock backstop at four
+     * times it).
      */
     FROGNANO_RUN_OUTCOME_TIMEOUT = 2,
     /**
@@ -245,7 +246,8 @@ typedef struct FrognanoTrainer FrognanoTrainer;
  */
 typedef struct FrognanoLimits {
     /**
-     * Wall-clock seconds per run (positive and finite).
+     * Seconds of the guest's CPU time per run (positive and finite; a guest that waits
+     * instead of working is stopped at four times this in wall-clock time).
      */
     double timeout_s;
     /**

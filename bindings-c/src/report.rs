@@ -16,7 +16,8 @@ pub enum FrognanoRunOutcome {
     Passed = 0,
     /// At least one test failed or errored.
     Failed = 1,
-    /// The wall-clock limit ended the run.
+    /// The time limit ended the run (the guest's CPU time, or the wall-clock backstop at four
+    /// times it).
     Timeout = 2,
     /// The guest asked for more memory than its cap.
     MemoryExceeded = 3,

@@ -18,7 +18,8 @@ use crate::report::FrognanoReport;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FrognanoLimits {
-    /// Wall-clock seconds per run (positive and finite).
+    /// Seconds of the guest's CPU time per run (positive and finite; a guest that waits
+    /// instead of working is stopped at four times this in wall-clock time).
     pub timeout_s: f64,
     /// Linear-memory cap of the guest, in MiB (1 to 4096).
     pub memory_mb: u64,

@@ -310,6 +310,19 @@ class FrogNanoToolEnv:
         return self._act("replace_function", {"source": source, "name": name, "path": path})
 
     @_tool
+    def replace_lines(self, source: str, path: Optional[str] = None) -> str:
+        """Replace the lines of a file that the given lines resemble most (write the fixed lines; they take the old lines' indentation).
+
+        Args:
+            source: the fixed lines (1 to 12)
+            path: path relative to the repository root (default: the file they match best)
+
+        Returns:
+            What changed, or why nothing did.
+        """
+        return self._act("replace_lines", {"source": source, "path": path})
+
+    @_tool
     def undo(self) -> str:
         """Revert the last edit, insertion or creation.
 
