@@ -319,6 +319,28 @@ def test_inside_a_ray_job_the_existing_connection_is_used(ray_address):
 
 
 @needs_ray
+def test_a_guest_trap_in_a_connected_driver_is_a_crashed_run(ray_address, tmp_path):
+    """Ray's driver installs a crash logger for SIGSEGV/SIGILL over the sandbox's trap handlers;
+    a guest that exhausts its stack after that must still end as a crashed run, not kill the
+    host. Runs in a child process so that a regression fails this test, not the whole run."""
+    (tmp_path / "test_deep.py").write_text(
+        "import copy\nimport sys\n\n\ndef test_deep_copy():\n"
+        "    sys.setrecursionlimit(10**7)\n    x = []\n    for _ in range(10**6):\n"
+        "        x = [x]\n    copy.deepcopy(x)\n")
+    script = (
+        "import sys, frognano, ray\n"
+        "sandbox = frognano.Sandbox()\n"
+        "sandbox.run_tests(sys.argv[2])\n"  # the sandbox's handlers are installed first
+        "ray.init(address=sys.argv[1], log_to_driver=False)\n"
+        "print(sandbox.run_tests(sys.argv[2]).outcome)\n"
+        "ray.shutdown()\n")
+    child = subprocess.run([sys.executable, "-c", script, ray_address, str(tmp_path)],
+                           capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.split()[-1] == "crashed", child.stdout
+
+
+@needs_ray
 def test_the_cli_runs_eval_on_the_cluster(ray_address, tmp_path):
     cli = os.environ.get("FROGNANO_CLI")
     if not cli:
