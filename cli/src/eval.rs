@@ -334,6 +334,19 @@ fn print_report(
                 )
             ),
             ("mean steps", format!("{:.2}", summary.mean_steps)),
+            (
+                "prompt tokens",
+                if summary.prompt_tokens == 0 {
+                    "not recorded by this policy".to_string()
+                } else {
+                    format!(
+                        "{:.0} per step, {:.0} per episode ({:.1} generated per step)",
+                        summary.mean_prompt_tokens_per_step,
+                        summary.mean_prompt_tokens_per_episode,
+                        summary.mean_generated_tokens_per_step
+                    )
+                }
+            ),
             ("tool errors", summary.tool_errors.to_string()),
             ("agent test runs", summary.test_runs.to_string()),
             ("truncated by budget", summary.truncated.to_string()),

@@ -15,6 +15,7 @@ use frognano_core::{
 use frognano_sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
 
+use crate::StepRecord;
 use crate::env::{EnvConfig, EpisodeRecord, RepoEnv};
 use crate::repo::RepoCache;
 use crate::{EnvError, Result};
@@ -410,6 +411,19 @@ pub struct EvalSummary {
     /// The first such failure's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_policy_error: Option<String>,
+    /// Prompt tokens the policy's model read, over the steps that say how many
+    /// ([`StepRecord::prompt_tokens`]; 0 for policies without a language model).
+    #[serde(default)]
+    pub prompt_tokens: usize,
+    /// Mean prompt tokens per such step: what one turn of the harness costs the model.
+    #[serde(default)]
+    pub mean_prompt_tokens_per_step: f64,
+    /// Mean prompt tokens per episode with such steps: what a whole episode costs it.
+    #[serde(default)]
+    pub mean_prompt_tokens_per_episode: f64,
+    /// Mean generated tokens per step with recorded token ids.
+    #[serde(default)]
+    pub mean_generated_tokens_per_step: f64,
 }
 
 impl EvalSummary {
@@ -427,6 +441,20 @@ impl EvalSummary {
             .iter()
             .map(|r| r.steps.iter().filter(|s| s.tool.is_some()).count())
             .sum();
+        let counted: Vec<usize> = records
+            .iter()
+            .flat_map(|r| r.steps.iter().filter_map(StepRecord::prompt_tokens))
+            .collect();
+        let prompt_tokens: usize = counted.iter().sum();
+        let prompted_episodes = count(&|r| r.steps.iter().any(|s| s.prompt_tokens().is_some()));
+        let generated: Vec<usize> = records
+            .iter()
+            .flat_map(|r| {
+                r.steps
+                    .iter()
+                    .filter_map(|s| s.token_ids.as_ref().map(Vec::len))
+            })
+            .collect();
         EvalSummary {
             episodes: n,
             resolved,
@@ -443,6 +471,10 @@ impl EvalSummary {
             valid_command_rate: ratio(valid_actions, actions),
             failed_episodes: count(&|r| r.policy_error.is_some()),
             first_policy_error: records.iter().find_map(|r| r.policy_error.clone()),
+            prompt_tokens,
+            mean_prompt_tokens_per_step: ratio(prompt_tokens, counted.len()),
+            mean_prompt_tokens_per_episode: ratio(prompt_tokens, prompted_episodes),
+            mean_generated_tokens_per_step: ratio(generated.iter().sum(), generated.len()),
         }
     }
 }
@@ -450,8 +482,6 @@ impl EvalSummary {
 #[cfg(test)]
 mod tests {
     use frognano_core::{EpisodeOutcome, Policy};
-
-    use crate::StepRecord;
 
     use super::*;
 
@@ -710,6 +740,30 @@ mod tests {
         assert!((summary.valid_command_rate - 0.25).abs() < 1e-12);
         assert_eq!(summary.tool_errors, 3);
         assert_eq!(EvalSummary::of(&[]).valid_command_rate, 0.0);
+        // No step says how long its prompt was: nothing counted.
+        assert_eq!(summary.prompt_tokens, 0);
+        assert_eq!(summary.mean_prompt_tokens_per_step, 0.0);
+
+        // Prompt tokens: recorded prompt ids, or the count a policy's decision gives; episodes
+        // without either count for neither mean.
+        let mut with_ids = step(1, true);
+        with_ids.prompt_ids = Some(vec![7; 10]);
+        with_ids.token_ids = Some(vec![1, 2, 3]);
+        let mut later = step(2, true);
+        later.prompt_ids = Some(vec![7; 20]);
+        later.token_ids = Some(vec![1]);
+        let mut counted = step(1, true);
+        counted.decision = Some(serde_json::json!({"prompt_tokens": 30}));
+        let records = [
+            record(vec![with_ids, later], true),
+            record(vec![counted], false),
+            record(vec![step(1, true)], false),
+        ];
+        let summary = EvalSummary::of(&records);
+        assert_eq!(summary.prompt_tokens, 60);
+        assert!((summary.mean_prompt_tokens_per_step - 20.0).abs() < 1e-12);
+        assert!((summary.mean_prompt_tokens_per_episode - 30.0).abs() < 1e-12);
+        assert!((summary.mean_generated_tokens_per_step - 2.0).abs() < 1e-12);
         // A summary written before these fields existed still reads.
         let old = serde_json::json!({
             "episodes": 1, "resolved": 0, "resolved_rate": 0.0, "met_failure": 0,

@@ -195,6 +195,17 @@ pub struct StepRecord {
 }
 
 impl StepRecord {
+    /// Tokens of the prompt the policy's model read for this step: the recorded prompt ids,
+    /// else the `prompt_tokens` a policy put in its decision (absent for policies without a
+    /// language model).
+    pub fn prompt_tokens(&self) -> Option<usize> {
+        if let Some(ids) = &self.prompt_ids {
+            return Some(ids.len());
+        }
+        let counted = self.decision.as_ref()?.get("prompt_tokens")?.as_u64()?;
+        usize::try_from(counted).ok()
+    }
+
     /// Step `step`: `action` answered by `observation` with `reward`, no parsed tool call, no
     /// error, no test run, no time taken and nothing recorded for a learner.
     pub fn new(step: usize, action: Action, observation: String, reward: f64) -> Self {

@@ -490,6 +490,20 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
             json!(summary.valid_command_rate),
         );
         extra.insert("met_failure".into(), json!(summary.met_failure));
+        if summary.prompt_tokens > 0 {
+            extra.insert(
+                "prompt_tokens_per_step".into(),
+                json!(summary.mean_prompt_tokens_per_step),
+            );
+            extra.insert(
+                "prompt_tokens_per_episode".into(),
+                json!(summary.mean_prompt_tokens_per_episode),
+            );
+            extra.insert(
+                "generated_tokens_per_step".into(),
+                json!(summary.mean_generated_tokens_per_step),
+            );
+        }
         extra.insert("groups".into(), json!(groups));
         extra.insert("zero_variance_groups".into(), json!(zero_variance));
         extra.insert(
