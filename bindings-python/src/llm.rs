@@ -402,8 +402,9 @@ fn convert_checkpoint<'py>(
     to_py(py, &summary)
 }
 
-/// The model converter (frognano_models.py, embedded in this package) written into the cache;
-/// its path. The torch learner imports it to hand new weights back as ONNX.
+/// The model converter (frognano_models.py and its parts, embedded in this package) written into
+/// the cache as one folder; the path of its entry file. The torch learner imports it (with its
+/// folder on sys.path) to hand new weights back as ONNX.
 #[pyfunction]
 fn _converter_script(py: Python<'_>) -> PyResult<String> {
     let path = assets::converter_script().map_err(|e| py_err(py, e))?;

