@@ -1,11 +1,12 @@
-"""FrogNano as a verifiers environment package, evaluated by verifiers itself.
+"""FrogNano as a verifiers environment, evaluated by verifiers itself (its v1 API on verifiers
+0.4, the classic v0 API on 0.3; see frognano.integrations.verifiers).
 
-This file is shaped like an environment module: it exposes `load_environment`, so with its
-folder on the path `vf.load_environment("verifiers_env")` finds it (an installed package
-named `frognano-env` with a `frognano_env.py` module works the same way; see
-frognano.integrations.verifiers). Run as a script it serves a tiny random model with
+This file is shaped like a v0 environment module: it exposes `load_environment`, so with its
+folder on the path verifiers 0.3's `vf.load_environment("verifiers_env")` finds it (an
+installed package named `frognano-env` with a `frognano_env.py` module works the same way, and
+is what verifiers 0.4 loads by id). Run as a script it serves a tiny random model with
 `frognano serve` (the CLI: $FROGNANO_CLI, `frognano` on the PATH, or this repository's build),
-evaluates two sample tasks through an AsyncOpenAI client and prints a summary line.
+evaluates two sample tasks through verifiers' own model client and prints a summary line.
 """
 
 import asyncio
@@ -63,30 +64,52 @@ def _serve(model: str, log: pathlib.Path):
             time.sleep(0.2)
 
 
-def main() -> None:
+def _evaluate_v1(tasks, sampler, url):
+    """verifiers 0.4: the episodes of one rollout per task, through the interception server."""
+    import verifiers.v1 as vf
+
+    env = load_environment(tasks, max_turns=2, sampler=sampler)
+    ctx = vf.ModelContext(model="tiny", client=vf.EvalClientConfig(base_url=url, api_key_var="UNUSED_KEY"),
+                          sampling=vf.SamplingConfig(max_tokens=12))
+
+    async def run():
+        async with env.serving():
+            slots = [slot for task in env.taskset for slot in env.slots(task)]
+            return await asyncio.gather(*(env.run_slot(slot, ctx) for slot in slots))
+
+    traces = [trace for episode in asyncio.run(run()) for trace in episode.traces]
+    return [trace.reward for trace in traces], [trace.rewards["resolved"].score for trace in traces]
+
+
+def _evaluate_v0(tasks, sampler, url):
+    """verifiers 0.3: env.evaluate with the chat-completions client."""
     import verifiers as vf
     from openai import AsyncOpenAI
 
-    tasks = frognano.load_tasks(SAMPLE_TASKS)[:2]
-    sampler = TaskSampler(tasks)  # the curriculum hears every graded rollout
     sys.path.insert(0, str(pathlib.Path(__file__).parent))
     env = vf.load_environment("verifiers_env", tasks=tasks, max_turns=2, sampler=sampler)
+    client = vf.OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="unused"))
+    results = asyncio.run(env.evaluate(client, "tiny", sampling_args={"max_tokens": 12}, num_examples=2,
+                                       on_start=lambda *args: None, on_progress=lambda *args: None))
+    outputs = results["outputs"]
+    return [output["reward"] for output in outputs], [output["metrics"]["resolved"] for output in outputs]
+
+
+def main() -> None:
+    tasks = frognano.load_tasks(SAMPLE_TASKS)[:2]
+    sampler = TaskSampler(tasks)  # the curriculum hears every graded rollout
+    evaluate = _evaluate_v1 if frognano_verifiers.API == "v1" else _evaluate_v0
     with tempfile.TemporaryDirectory() as tmp:
         model = frognano.make_tiny_model(tmp, seed=0, progress=lambda message: None)
         server, url = _serve(model, pathlib.Path(tmp) / "serve.log")
         try:
-            client = vf.OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="unused"))
-            results = asyncio.run(env.evaluate(client, "tiny", sampling_args={"max_tokens": 12},
-                                               num_examples=2, on_start=lambda *args: None,
-                                               on_progress=lambda *args: None))
+            rewards, resolved = evaluate(tasks, sampler, url)
         finally:
             server.terminate()
             server.wait(timeout=30)
-    outputs = results["outputs"]
-    rewards = [output["reward"] for output in outputs]
-    resolved = sum(output["metrics"]["resolved"] for output in outputs)
-    print(f"verifiers: {len(outputs)} rollouts, mean reward {sum(rewards) / len(rewards):.2f}, "
-          f"resolved {resolved:.0f}/{len(outputs)}, sampler observed {sampler.metrics()['sampler_observed']}")
+    print(f"verifiers ({frognano_verifiers.API}): {len(rewards)} rollouts, mean reward "
+          f"{sum(rewards) / len(rewards):.2f}, resolved {sum(resolved):.0f}/{len(rewards)}, "
+          f"sampler observed {sampler.metrics()['sampler_observed']}")
 
 
 if __name__ == "__main__":

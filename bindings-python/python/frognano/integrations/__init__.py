@@ -11,7 +11,9 @@ raises an ImportError naming the extra to install, e.g. ``pip install 'frognano[
   registration config and a ``compute_score`` reward function.
 - ``frognano.integrations.skyrl``: a skyrl-gym ``BaseTextEnv``, its ``register`` helper and
   dataset rows.
-- ``frognano.integrations.verifiers``: ``load_environment`` (a verifiers ``MultiTurnEnv``).
+- ``frognano.integrations.verifiers``: ``load_environment``; under verifiers 0.4 a v1 ``Taskset``,
+  ``Harness`` and ``Env`` (a ``resolved`` reward graded in the sandbox), under 0.3 a v0
+  ``MultiTurnEnv``.
 - ``frognano.integrations.openrlhf``: ``AgentInstance`` / ``AgentExecutor`` for
   ``--agent_func_path``.
 
@@ -26,6 +28,11 @@ environment's tool calls.
 from ._common import (TESTED_VERSIONS, TextEpisode, first_prompt, fix_actions, patch_actions, reverse_patch, shared_sandbox,
                       task_json, task_list, task_of, task_of_row)
 from .curriculum import TaskSampler, outcome_of
+
+# The adapter of verifiers' v1 API (verifiers >= 0.4; on 0.3 the module serves the v0 API).
+TESTED_VERSIONS.update({
+    "verifiers": ("verifiers", "0.4.0"),
+})
 
 __all__ = [
     "TESTED_VERSIONS",
