@@ -16,6 +16,10 @@ raises an ImportError naming the extra to install, e.g. ``pip install 'frognano[
   ``MultiTurnEnv``.
 - ``frognano.integrations.openrlhf``: ``AgentInstance`` / ``AgentExecutor`` for
   ``--agent_func_path``.
+- ``frognano.integrations.openenv``: FrogNano environments served over OpenEnv's HTTP/WebSocket
+  API (``create_app``, ``serve_openenv``, ``start_server``) and a typed OpenEnv client.
+- ``frognano.integrations.gem``: a GEM ``Env`` registered as ``frognano:RepoRepair-v0`` for
+  ``gem.make`` (what ROLL and rLLM use).
 
 Shared by all of them, and needing no framework: ``TaskSampler``, the curriculum as a service
 (any task source, the ``FrontierSynthesizer`` included, as a thread-safe iterator of tasks with
@@ -29,9 +33,12 @@ from ._common import (TESTED_VERSIONS, TextEpisode, first_prompt, fix_actions, p
                       task_json, task_list, task_of, task_of_row)
 from .curriculum import TaskSampler, outcome_of
 
-# The adapter of verifiers' v1 API (verifiers >= 0.4; on 0.3 the module serves the v0 API).
+# The adapters of verifiers' v1 API (verifiers >= 0.4; on 0.3 the module serves the v0 API),
+# OpenEnv and GEM.
 TESTED_VERSIONS.update({
     "verifiers": ("verifiers", "0.4.0"),
+    "openenv": ("openenv-core", "0.3.0"),
+    "gem": ("gem-llm", "0.1.0"),
 })
 
 __all__ = [
