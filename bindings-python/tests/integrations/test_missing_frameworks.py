@@ -23,7 +23,7 @@ except ImportError as error:
 """
 
 FRAMEWORK_MODULES = {"gymnasium": "gymnasium", "trl": "trl", "verl": "verl", "skyrl": "skyrl_gym",
-                     "verifiers": "verifiers", "openrlhf": "openrlhf"}
+                     "verifiers": "verifiers", "openrlhf": "openrlhf", "openenv": "openenv", "gem": "gem"}
 
 
 @pytest.mark.parametrize("extra", sorted(FRAMEWORK_MODULES))
