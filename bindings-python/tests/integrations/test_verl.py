@@ -4,6 +4,7 @@ the tasks' tests in the sandbox."""
 
 import asyncio
 import os
+import pickle
 import re
 
 import pytest
@@ -266,6 +267,47 @@ def test_worker_generate_sequences_with_yaml(tiny_model, tasks, rows, tmp_path):
     assert list(out.non_tensor_batch["task_id"]) == [t["id"] for t in tasks[:2]]
     assert list(out.non_tensor_batch["resolved"]) == [False, False]
     assert (out.non_tensor_batch["__num_turns__"] >= 2).all()
+
+
+class VersionedServer(RecordingServer):
+    """The local backend as verl's servers behave across a weight update: each generation reports
+    the next weight version, a preemption, speculative-decoding counters and routed experts."""
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.set_global_steps(7 + len(self.calls))
+        output = await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kwargs)
+        k = len(self.calls)
+        output.num_preempted = k
+        output.routed_experts = [[[k]]] * (len(prompt_ids) + len(output.token_ids))
+        output.extra_fields.update(spec_num_draft_tokens=10 * k, spec_num_accepted_tokens=k, num_cached_tokens=100 * k)
+        return output
+
+
+def test_server_fields_are_forwarded_as_verl_merges_them(tiny_model, worker, rows):
+    server = VersionedServer(tiny_model, intra_threads=1)
+    roomy = OmegaConf.merge(worker.config, {"actor_rollout_ref": {"rollout": {"response_length": 6000}}})
+    output = run_loop(worker, server, rows[0], roomy, max_turns=3, max_tokens_per_turn=8)
+    calls = len(server.calls)
+    assert calls == 3
+    fields = output.extra_fields
+    # The weight versions the trajectory spans (verl's v1 trainer casts them to ints).
+    assert (fields["min_global_steps"], fields["max_global_steps"]) == (7, 7 + calls - 1)
+    assert fields["global_steps"] == 7 and fields["num_cached_tokens"] == 100  # the first generation's
+    assert fields["spec_num_draft_tokens"] == sum(10 * k for k in range(1, calls + 1))
+    assert fields["spec_num_accepted_tokens"] == sum(range(1, calls + 1))
+    assert output.metrics.num_preempted == sum(range(1, calls + 1))
+    # The last generation's routed experts, over the whole sequence the loop returns.
+    assert output.routed_experts[0] == [[calls]]
+    assert len(output.routed_experts) <= len(output.prompt_ids) + len(output.response_ids)
+    assert output.as_dict()["routed_experts"].shape[0] == len(output.prompt_ids) + len(output.response_ids)
+    assert fields["task_id"] == rows[0]["extra_info"]["task_id"] and fields["stop_reason"] == "done"
+    # The plain local backend reports its weight version too, and pickles for Ray workers.
+    plain = fv.FrogNanoServerManager(tiny_model, intra_threads=1, global_steps=4)
+    copy = pickle.loads(pickle.dumps(plain))
+    assert copy.global_steps == 4 and copy.model.path == plain.model.path
+    reply = asyncio.run(copy.generate("r", prompt_ids=[1, 2, 3], sampling_params={"max_tokens": 2}))
+    assert reply.extra_fields == {"global_steps": 4, "min_global_steps": 4, "max_global_steps": 4}
+    assert reply.num_preempted == 0 and len(reply.token_ids) == len(reply.log_probs) <= 2
 
 
 def test_compute_score_grades_patches(tasks):

@@ -7,14 +7,18 @@
   appends only the tokenized observation (the model's ids stay exactly as generated; verl's
   Continuous Token builder handles the turn boundaries), then grades the repository with the
   task's tests in the sandbox. ``response_mask`` is 1 on model tokens and 0 on observation
-  tokens, whose log-probs are 0.0; ``reward_score`` is the episode's reward.
+  tokens, whose log-probs are 0.0; ``reward_score`` is the episode's reward. What the server
+  reports with each generation reaches the output as verl's own ToolAgentLoop forwards it
+  (``extra_fields`` with the ``min_global_steps`` / ``max_global_steps`` the v1 trainer reads,
+  ``num_preempted``, ``routed_experts``).
 - ``agent_loop_config_path()``: the registration YAML for
   ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; ``write_agent_loop_config(path,
   **options)`` writes one that passes options (max_turns, max_tokens_per_turn, ...) to the loop.
 - ``compute_score``: a custom reward function (``reward.custom_reward_function``) grading a
   unified diff against the row's task in the sandbox.
 - ``FrogNanoServerManager``: the server manager contract over ``frognano.LocalModel`` (token
-  ids in, token ids and log-probs out), to run the loop locally without an inference server.
+  ids in, token ids and log-probs out), to run the loop locally without an inference server;
+  it pickles, so verl's Ray workers (``AgentLoopManagerTQ`` of the v1 trainer) can take it.
 - ``dataset_rows`` / ``write_parquet``: task sets as rows of verl's ``RLHFDataset``.
 
 Usage::
@@ -119,7 +123,8 @@ class FrogNanoAgentLoop(AgentLoopBase):
         mask: List[int] = []
         logprobs: Optional[List[float]] = []  # None once a generation comes back without them
         end_of_turn = self._end_of_turn_ids(sampling_params)
-        timing: Dict[str, float] = {}
+        timing: Dict[str, Any] = {}
+        served = _ServedFields()  # what the server reports per generation, merged as verl's tool loop does
         request_id = uuid4().hex  # one id per episode: sticky routing for prefix caching
         assistant_turns = observation_turns = 0
         stop = "max_turns"
@@ -133,6 +138,7 @@ class FrogNanoAgentLoop(AgentLoopBase):
             with simple_timer("generate_sequences", timing):
                 output = await self.server_manager.generate(request_id=request_id, prompt_ids=runtime_ids,
                                                             sampling_params=params)
+            served.add(output)
             token_ids = [int(t) for t in output.token_ids]
             if not token_ids:  # an aborted request
                 stop = "aborted"
@@ -181,15 +187,20 @@ class FrogNanoAgentLoop(AgentLoopBase):
         response_ids = runtime_ids[len(runtime_ids) - len(mask):] if mask else []
         prompt_ids = runtime_ids[: len(runtime_ids) - len(mask)]
         n = self.response_length
+        if served.num_preempted is not None:
+            timing["num_preempted"] = served.num_preempted
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
             response_ids=response_ids[:n],
             response_mask=mask[:n],
             response_logprobs=logprobs[:n] if logprobs is not None else None,
+            routed_experts=(served.routed_experts[: len(prompt_ids) + n]
+                            if served.routed_experts is not None else None),
             reward_score=float(reward),
             num_turns=assistant_turns + observation_turns + 1,  # verl counts the prompt as a turn
             metrics=AgentLoopMetrics(**timing),
             extra_fields={
+                **served.extra_fields,
                 "task_id": episode.task["id"],
                 "resolved": bool(episode.resolved),
                 "submitted": bool(outcome.get("submitted", False)),
@@ -213,6 +224,48 @@ class FrogNanoAgentLoop(AgentLoopBase):
         if self.tokenizer.eos_token_id is not None:
             ids.add(int(self.tokenizer.eos_token_id))
         return ids
+
+
+# Counters a server reports per generation that add up over an episode's generations.
+_SUMMED_FIELDS = ("spec_num_draft_tokens", "spec_num_accepted_tokens", "spec_num_verify_steps")
+
+
+class _ServedFields:
+    """What the server reports with each generation (``TokenOutput.extra_fields``,
+    ``num_preempted``, ``routed_experts``), merged over an episode as verl's ToolAgentLoop merges
+    them: the first generation's extra fields are kept, except that ``min_global_steps`` is the
+    smallest and ``max_global_steps`` the largest seen (the weight versions the trajectory spans,
+    which verl's v1 trainer reads as ints), and the speculative-decoding counters are summed;
+    ``num_preempted`` is the first generation's (-1 when it reports none) plus the later ones';
+    ``routed_experts`` is the last one reported (it covers the whole sequence so far)."""
+
+    def __init__(self) -> None:
+        self.extra_fields: Dict[str, Any] = {}
+        self.num_preempted: Optional[int] = None
+        self.routed_experts: Any = None
+        self._seen = False
+
+    def add(self, output: Any) -> None:
+        preempted = getattr(output, "num_preempted", None)
+        if self.num_preempted is None:
+            self.num_preempted = int(preempted) if preempted is not None else -1
+        elif preempted is not None:
+            self.num_preempted += int(preempted)
+        if getattr(output, "routed_experts", None) is not None:
+            self.routed_experts = output.routed_experts
+        fields = dict(getattr(output, "extra_fields", None) or {})
+        if not self._seen:
+            self.extra_fields.update(fields)
+            self._seen = True
+            return
+        for key, pick in (("min_global_steps", min), ("max_global_steps", max)):
+            value = fields.get(key)
+            if value is not None:
+                known = self.extra_fields.get(key)
+                self.extra_fields[key] = value if known is None else pick(known, value)
+        for key in _SUMMED_FIELDS:
+            if key in fields and key in self.extra_fields:
+                self.extra_fields[key] = int(self.extra_fields[key]) + int(fields[key])
 
 
 def agent_loop_config_path() -> str:
@@ -247,18 +300,37 @@ class FrogNanoServerManager(LLMServerClient):
     generated ids (the end-of-sequence token included, as vLLM returns it) and their
     log-probs. Text only. Generation runs in a thread; calls on one model run one at a time.
 
+    Each output's ``extra_fields`` carry ``global_steps`` and ``min_global_steps`` /
+    ``max_global_steps`` (the weight version that generated it, as verl's servers report
+    them and its v1 trainer reads them): ``global_steps`` (default 0), which
+    ``set_global_steps`` updates after the model's weights change. ``num_preempted`` is 0.
+
+    It pickles (as the model's folder and these options; a copy loads the model again), so it
+    can be handed to verl's Ray workers as their ``llm_client``.
+
     model: a LocalModel or its folder / registry name. max_tokens: the default when the
     sampling params name none. seed: request k samples with seed + k unless the params give
-    a seed. Raises InvalidArgumentError for sampling options the local model cannot honour
-    (repetition / presence / frequency penalties, ignore_eos, n > 1); options that do not
-    change the sampled distribution (e.g. skip_special_tokens) are ignored."""
+    a seed (each copy counts its requests from 0). Raises InvalidArgumentError for sampling
+    options the local model cannot honour (repetition / presence / frequency penalties,
+    ignore_eos, n > 1); options that do not change the sampled distribution (e.g.
+    skip_special_tokens) are ignored."""
 
     def __init__(self, model: Union["frognano.LocalModel", str, "os.PathLike[str]"], *, max_tokens: int = 256,
-                 seed: int = 0, intra_threads: int = 0, config: Any = None):
+                 seed: int = 0, intra_threads: int = 0, config: Any = None, global_steps: int = 0):
         super().__init__(config=config)
         self.local = LocalGenerator(model, seed=seed, intra_threads=intra_threads)
         self.model = self.local.model
         self.max_tokens = int(max_tokens)
+        self.intra_threads = int(intra_threads)
+        self.global_steps = int(global_steps)
+
+    def set_global_steps(self, global_steps: int) -> None:
+        """The weight version the next generations report (verl's servers have the same call)."""
+        self.global_steps = int(global_steps)
+
+    def __reduce__(self):
+        return (_rebuild_server_manager, (self.model.path, self.max_tokens, self.local.seed, self.intra_threads,
+                                          self.config, self.global_steps))
 
     async def generate(self, request_id: str, *, prompt_ids: Sequence[int], sampling_params: Mapping[str, Any],
                        image_data: Any = None, video_data: Any = None, audio_data: Any = None,
@@ -270,6 +342,7 @@ class FrogNanoServerManager(LLMServerClient):
             value = params.get(key, off)
             if value is not None and value != off:
                 raise frognano.InvalidArgumentError(f"the local model does not support {key}={value!r}")
+        steps = self.global_steps
         generation = await self.local.generate(
             prompt_ids,
             max_tokens=params.get("max_tokens") or params.get("max_new_tokens") or self.max_tokens,
@@ -285,7 +358,15 @@ class FrogNanoServerManager(LLMServerClient):
             token_ids=list(generation["token_ids"]),
             log_probs=list(generation["logprobs"]) if want_logprobs not in (False, None) else None,
             stop_reason="completed",  # vLLM's word for both a stop and the length limit
+            num_preempted=0,
+            extra_fields={"global_steps": steps, "min_global_steps": steps, "max_global_steps": steps},
         )
+
+
+def _rebuild_server_manager(path: str, max_tokens: int, seed: int, intra_threads: int, config: Any,
+                            global_steps: int) -> FrogNanoServerManager:
+    return FrogNanoServerManager(path, max_tokens=max_tokens, seed=seed, intra_threads=intra_threads,
+                                 config=config, global_steps=global_steps)
 
 
 def compute_score(data_source: Any, solution_str: str, ground_truth: Any,
