@@ -103,6 +103,83 @@ def test_true_fix_resolves_with_the_sandboxed_reward(env_id, rows, tasks):
     env.close()
 
 
+# SkyRLGymGenerator's fixed base conversation, after which it renders observations.
+BASE = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "I am a user."}]
+
+
+def generator_episode(env, tokenizer, prompt, actions, max_input_length):
+    """One episode as SkyRL's generator (SkyRLGymGenerator.agent_loop, multi-turn chat, token in /
+    token out) drives it, with scripted replies: before each generation it stops the episode when
+    the context outgrows max_input_length ("length"); a reply's ids end with the EOS token; an
+    observation's ids are the chat template's rendering after BASE. skyrl-train itself needs
+    Python 3.12, so its loop is followed here step by step. Returns (step outputs, stop reason)."""
+    def template(messages, generation_prompt):
+        return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True,
+                                                  return_dict=False))
+
+    base = template(BASE, False)
+    base = base[: len(base) - base[::-1].index(tokenizer.eos_token_id)]
+    chat, _ = env.init(prompt)
+    input_ids, outs = template(chat, True), []
+    for action in actions:
+        if len(input_ids) > max_input_length:
+            return outs, "length"
+        out = env.step(action)
+        outs.append(out)
+        obs_ids = template(BASE + out["observations"], not out["done"])[len(base):] if out["observations"] else []
+        input_ids += tokenizer.encode(action, add_special_tokens=False) + [tokenizer.eos_token_id] + obs_ids
+        if out["done"]:
+            return outs, "stop"
+    return outs, "actions"
+
+
+def test_the_configured_max_turns_wins_over_the_generators(env_id, rows):
+    # SkyRL's generator writes generator.max_turns (default 1) into every row's extras.
+    env = skyrl_gym.make(env_id, env_config=OmegaConf.create({"max_turns": 3}), extras={**rows[0], "max_turns": 1})
+    assert env.max_turns == 3
+    env.init(rows[0]["prompt"])
+    assert [env.step("view README.md")["done"] for _ in range(3)] == [False, False, True]
+    env.close()
+    with pytest.warns(UserWarning, match="episode of 1 turn"):
+        env = skyrl_gym.make(env_id, env_config=OmegaConf.create({}), extras={**rows[0], "max_turns": 1})
+    assert env.max_turns == 1
+    env.close()
+
+
+def test_an_episode_that_outgrows_the_context_ends_graded(env_id, rows, tasks, tiny_model):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    fix = [json.dumps(action) for action in fix_actions(tasks[1])]
+    viewed = fix_actions(tasks[1])[0]["arguments"]["path"]
+    actions = fix + [f"view {viewed}"] * 40  # long observations until the context is full
+    prompt_length = len(tokenizer.apply_chat_template(rows[1]["prompt"], add_generation_prompt=True, tokenize=True,
+                                                      return_dict=False))
+    limit = prompt_length + 2500
+
+    # Without the budget, the generator cuts the episode: no step returns a reward.
+    env = skyrl_gym.make(env_id, env_config={"max_turns": 50}, extras=rows[1])
+    outs, stop = generator_episode(env, tokenizer, rows[1]["prompt"], actions, limit)
+    assert stop == "length" and not any(out["done"] for out in outs) and sum(o["reward"] for o in outs) == 0.0
+    with pytest.warns(UserWarning, match="reward is lost"):
+        metrics = env.get_metrics()  # graded for the metrics all the same
+    assert metrics["resolved"] == 1.0 and metrics["context_cut"] == 0.0
+    env.close()
+
+    # With the generator's max_input_length and the tokenizer, the environment ends it, graded.
+    config = OmegaConf.create({"max_turns": 50, "max_input_length": limit, "tokenizer": str(tiny_model)})
+    env = skyrl_gym.make(env_id, env_config=config, extras=rows[1])
+    outs, stop = generator_episode(env, tokenizer, rows[1]["prompt"], actions, limit)
+    assert stop == "stop" and len(outs) > len(fix)
+    last = outs[-1]
+    assert last["reward"] == 1.0 and last["metadata"]["resolved"] and last["metadata"]["context_cut"] is True
+    assert last["observations"] == [] and sum(out["reward"] for out in outs) == 1.0
+    assert env.get_metrics()["context_cut"] == 1.0
+    env.close()
+    with pytest.raises(frognano.InvalidArgumentError, match="go together"):
+        skyrl_gym.make(env_id, env_config={"max_input_length": 100}, extras=rows[1])
+
+
 def test_bad_rows_and_actions(env_id, rows, tasks):
     with pytest.raises(frognano.TaskError, match="carries no task"):
         skyrl_gym.make(env_id, env_config={}, extras={"prompt": rows[0]["prompt"], "env_class": "frognano"})
