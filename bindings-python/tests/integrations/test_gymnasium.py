@@ -114,6 +114,35 @@ def test_vector_env_steps_in_parallel_and_autoresets(sandbox, tasks):
     envs.close()
 
 
+def workspaces(folder):
+    return sorted(path.name for path in folder.iterdir() if path.name.startswith("frognano-env-"))
+
+
+def test_make_vec_reaches_the_env_pool_and_close_frees_it(tasks, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the environments put their workspaces
+    envs = gymnasium.make_vec("frognano/RepoRepair-v0", num_envs=3, tasks=tasks[:3], max_steps=4, workers=2)
+    assert isinstance(envs, FrogNanoVectorEnv) and envs.num_envs == 3
+    assert envs.spec.kwargs["vectorization_mode"] == "vector_entry_point"
+    obs, infos = envs.reset(seed=0)
+    assert len(obs) == 3 and all("Fix the bug" in o for o in obs)
+    assert len(workspaces(tmp_path)) == 3  # one per environment of the pool
+    obs, rewards, terms, truncs, _ = envs.step(["test", "ls", "submit"])
+    assert "failed" in obs[0] and terms.tolist() == [False, False, True] and rewards.tolist() == [0.0, 0.0, 0.0]
+    envs.close()
+    assert envs.closed and workspaces(tmp_path) == []
+    with pytest.raises(frognano.EpisodeError, match="closed"):
+        envs.step(["ls"] * 3)
+    with pytest.raises(frognano.EpisodeError, match="closed"):
+        envs.reset()
+    envs.close()  # twice is fine
+    # Gymnasium's own vectorizers still wrap the single environment when asked for.
+    sync = gymnasium.make_vec("frognano/RepoRepair-v0", num_envs=2, vectorization_mode="sync", tasks=tasks[:2])
+    assert type(sync).__name__ == "SyncVectorEnv" and len(sync.reset(seed=0)[0]) == 2
+    sync.close()
+    with pytest.raises(frognano.InvalidArgumentError, match="renders nothing"):
+        gymnasium.make_vec("frognano/RepoRepair-v0", num_envs=2, tasks=tasks[:2], render_mode="ansi")
+
+
 def test_example_runs():
     out = run_example("gymnasium_env.py")
     assert "check_env passed" in out and "resolved 1/1" in out

@@ -174,16 +174,28 @@ class TextEpisode:
         self.env.close()
 
 
+def first_prompts(tasks: Tasks, observation_chars: int = 6000,
+                  sandbox: Optional["frognano.Sandbox"] = None) -> List[str]:
+    """The opening observation of each task (its problem statement, a map of its repository and
+    the tool instructions), as the first user message of a chat, in order.
+
+    One RepoEnv renders them all: it reads each repository once, and a reset to another task of
+    the same repository rewrites only the files the tasks' bugs touch, so a dataset of N tasks
+    costs one workspace copy per repository instead of N. (The bindings have no call that
+    renders the observation without a workspace.)"""
+    items = task_list(tasks)
+    env = frognano.RepoEnv(sandbox or shared_sandbox(), observation_chars=observation_chars)
+    try:
+        return [env.reset(task)[0] for task in items]
+    finally:
+        env.close()
+
+
 def first_prompt(task: TaskLike, observation_chars: int = 6000,
                  sandbox: Optional["frognano.Sandbox"] = None) -> str:
     """The opening observation of a task (its problem statement and the tool instructions), as
-    the first user message of a chat."""
-    episode = TextEpisode(task, sandbox=sandbox, observation_chars=observation_chars)
-    try:
-        return episode.observation
-    finally:
-        episode.close()
-
+    the first user message of a chat; for many tasks, `first_prompts` is cheaper."""
+    return first_prompts([task_of(task)], observation_chars, sandbox)[0]
 
 
 class LocalGenerator:

@@ -219,7 +219,7 @@ class FrogNanoVectorEnv(VectorEnv):
         if chosen is not None and len(chosen) != self.num_envs:
             raise frognano.InvalidArgumentError(f"options['tasks'] needs {self.num_envs} tasks, got {len(chosen)}")
         tasks = [self._tasks.pick(self._rng, chosen[i] if chosen is not None else None) for i in range(self.num_envs)]
-        results = self._pool.reset(tasks)
+        results = self._open_pool().reset(tasks)
         observations, infos = [], {}
         for i, (observation, info) in enumerate(results):
             observations.append(self._codec.observation(observation))
@@ -228,6 +228,7 @@ class FrogNanoVectorEnv(VectorEnv):
         return tuple(observations), infos
 
     def step(self, actions: Sequence[Union[str, Dict[str, Any]]]):
+        pool = self._open_pool()
         actions = list(actions)
         if len(actions) != self.num_envs:
             raise frognano.InvalidArgumentError(f"{len(actions)} actions for {self.num_envs} environments")
@@ -235,8 +236,8 @@ class FrogNanoVectorEnv(VectorEnv):
         resets: List[Optional[Task]] = [None] * self.num_envs
         for i in to_reset:
             resets[i] = self._tasks.pick(self._rng, None)
-        reset_results = self._pool.reset(resets) if to_reset else [None] * self.num_envs
-        step_results = self._pool.step([None if self._needs_reset[i] else _action(a) for i, a in enumerate(actions)])
+        reset_results = pool.reset(resets) if to_reset else [None] * self.num_envs
+        step_results = pool.step([None if self._needs_reset[i] else _action(a) for i, a in enumerate(actions)])
         observations: List[str] = []
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminations = np.zeros(self.num_envs, dtype=np.bool_)
@@ -252,7 +253,7 @@ class FrogNanoVectorEnv(VectorEnv):
                 rewards[i], terminations[i], truncations[i] = reward, terminated, truncated
                 if terminated or truncated:
                     self._needs_reset[i] = True
-                    records = records if records is not None else self._pool.records()
+                    records = records if records is not None else pool.records()
                     outcome = (records[i] or {}).get("outcome")
                     self._tasks.observe(outcome)
                     info = dict(info, outcome=outcome)
@@ -262,9 +263,16 @@ class FrogNanoVectorEnv(VectorEnv):
 
     def records(self) -> List[Optional[Dict[str, Any]]]:
         """Each environment's current (or last) episode record."""
-        return self._pool.records()
+        return self._open_pool().records()
+
+    def _open_pool(self) -> "frognano.EnvPool":
+        if self._pool is None:
+            raise frognano.EpisodeError("the vector environment is closed")
+        return self._pool
 
     def close_extras(self, **kwargs: Any) -> None:
+        """Frees the pool's environments and their workspaces (the EnvPool has no close() of its
+        own: it releases them when its last reference goes, which this one is)."""
         self._pool = None
 
 
@@ -274,7 +282,19 @@ def make_env(tasks: Optional[Tasks] = None, **options: Any) -> FrogNanoEnv:
     return FrogNanoEnv(tasks, **options)
 
 
-if "frognano/RepoRepair-v0" not in gym.registry:
-    gym.register(id="frognano/RepoRepair-v0", entry_point=make_env, nondeterministic=False)
+def make_vector_env(num_envs: int = 1, tasks: Optional[Tasks] = None, *, render_mode: Optional[str] = None,
+                    **options: Any) -> FrogNanoVectorEnv:
+    """The vector entry point of ``frognano/RepoRepair-v0``: ``gymnasium.make_vec(
+    "frognano/RepoRepair-v0", num_envs=8, tasks=...)`` builds a FrogNanoVectorEnv, its
+    environments stepped in parallel by one EnvPool (options as FrogNanoVectorEnv's; pass
+    vectorization_mode="sync" or "async" for Gymnasium's wrappers of FrogNanoEnv instead)."""
+    if render_mode is not None:
+        raise frognano.InvalidArgumentError(f"FrogNanoVectorEnv renders nothing (render_mode={render_mode!r})")
+    return FrogNanoVectorEnv(num_envs, tasks, **options)
 
-__all__ = ["FrogNanoEnv", "FrogNanoVectorEnv", "DEFAULT_CHARSET", "make_env"]
+
+if "frognano/RepoRepair-v0" not in gym.registry:
+    gym.register(id="frognano/RepoRepair-v0", entry_point=make_env, vector_entry_point=make_vector_env,
+                 nondeterministic=False)
+
+__all__ = ["FrogNanoEnv", "FrogNanoVectorEnv", "DEFAULT_CHARSET", "make_env", "make_vector_env"]

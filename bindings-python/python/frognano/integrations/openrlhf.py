@@ -55,7 +55,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import frognano
 
 # Absolute imports: OpenRLHF executes this file as a standalone module ("agent_module").
-from frognano.integrations._common import (LocalGenerator, TextEpisode, Tasks, first_prompt, require, task_json,
+from frognano.integrations._common import (LocalGenerator, TextEpisode, Tasks, first_prompts, require, task_json,
                                            task_list, task_of)
 
 _agent = require("openrlhf.utils.agent", "openrlhf")
@@ -284,10 +284,11 @@ def dataset_rows(tasks: Tasks, *, marker: bool = False, input_key: str = "input"
     observation as the user message; use --data.apply_chat_template), or with marker=True just
     TASK_MARKER (filled in by AgentInstance.reset, with or without a chat template);
     label_key holds the task as JSON; datasource is "frognano"."""
+    items = task_list(tasks)
+    texts = [None] * len(items) if marker else first_prompts(items)
     rows = []
-    for task in task_list(tasks):
-        prompt: Union[str, List[Dict[str, str]]] = (
-            TASK_MARKER if marker else [{"role": "user", "content": first_prompt(task)}])
+    for task, text in zip(items, texts):
+        prompt: Union[str, List[Dict[str, str]]] = TASK_MARKER if marker else [{"role": "user", "content": text}]
         rows.append({input_key: prompt, label_key: task_json(task), "datasource": "frognano"})
     return rows
 

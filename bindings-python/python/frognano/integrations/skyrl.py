@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import frognano
 
-from ._common import TextEpisode, Tasks, first_prompt, require, task_json, task_list, task_of_row
+from ._common import TextEpisode, Tasks, first_prompts, require, task_json, task_list, task_of_row
 
 skyrl_gym = require("skyrl_gym", "skyrl")
 from skyrl_gym.envs.base_text_env import (  # noqa: E402
@@ -296,9 +296,10 @@ def dataset_rows(tasks: Tasks, *, env_class: str = ENV_ID, data_source: str = "f
     as the user message; with prompt=False a short placeholder, which init() replaces),
     ``env_class``, ``data_source``, ``task`` (the task as JSON), ``task_id`` and a
     ``reward_spec`` (the reward is the sandboxed test run; ground_truth names the task)."""
+    items = task_list(tasks)
+    texts = first_prompts(items) if prompt else [f"Fix the bug of task {task['id']}." for task in items]
     rows = []
-    for task in task_list(tasks):
-        text = first_prompt(task) if prompt else f"Fix the bug of task {task['id']}."
+    for task, text in zip(items, texts):
         rows.append({
             "data_source": data_source,
             "prompt": [{"role": "user", "content": text}],

@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import frognano
 
-from ._common import Task, Tasks, TextEpisode, first_prompt, require, task_json, task_list, task_of, task_of_row
+from ._common import Task, Tasks, TextEpisode, first_prompts, require, task_json, task_list, task_of, task_of_row
 from .curriculum import TaskSampler
 
 trl = require("trl", "trl")
@@ -66,16 +66,18 @@ PromptSpec = Union[None, str, Callable[[Task], str]]
 # Dataset -----------------------------------------------------------------------------------
 
 
-def _user_text(task: Task, prompt: PromptSpec, observation_chars: int) -> str:
+def _user_texts(tasks: List[Task], prompt: PromptSpec, observation_chars: int) -> List[str]:
+    """Each task's user message: its opening observation (prompt=None), a fixed text, or prompt(task)."""
     if prompt is None:
-        return first_prompt(task, observation_chars)
+        return first_prompts(tasks, observation_chars)
     if isinstance(prompt, str):
-        return prompt
+        return [prompt] * len(tasks)
     if callable(prompt):
-        text = prompt(task)
-        if not isinstance(text, str):
-            raise frognano.InvalidArgumentError(f"prompt(task) must return a string, not {type(text).__name__}")
-        return text
+        texts = [prompt(task) for task in tasks]
+        for text in texts:
+            if not isinstance(text, str):
+                raise frognano.InvalidArgumentError(f"prompt(task) must return a string, not {type(text).__name__}")
+        return texts
     raise frognano.InvalidArgumentError(f"prompt must be None, a string or a callable, not {type(prompt).__name__}")
 
 
@@ -96,7 +98,7 @@ def task_dataset(tasks: Tasks, *, prompt: PromptSpec = None, system: Optional[st
     system: an optional system message before it."""
     rows = task_list(tasks)
     return datasets.Dataset.from_dict({
-        "prompt": [_messages(_user_text(task, prompt, observation_chars), system) for task in rows],
+        "prompt": [_messages(text, system) for text in _user_texts(rows, prompt, observation_chars)],
         "task": [task_json(task) for task in rows],
     })
 
@@ -526,7 +528,8 @@ class FrogNanoRollout:
         if isinstance(tasks, datasets.Dataset):
             pairs = [(_last_user_text(row.get("prompt")), task_of_row(row)) for row in tasks]
         else:
-            pairs = [(_user_text(task, prompt, self.observation_chars), task) for task in task_list(tasks)]
+            items = task_list(tasks)
+            pairs = list(zip(_user_texts(items, prompt, self.observation_chars), items))
         index: Dict[str, Task] = {}
         for text, task in pairs:
             known = index.setdefault(text, task)

@@ -41,7 +41,7 @@ from uuid import uuid4
 
 import frognano
 
-from ._common import (LocalGenerator, TextEpisode, Task, Tasks, first_prompt, patch_actions, require, task_json,
+from ._common import (LocalGenerator, TextEpisode, Task, Tasks, first_prompts, patch_actions, require, task_json,
                       task_list, task_of, task_of_row)
 
 require("verl", "verl")
@@ -432,13 +432,13 @@ def dataset_rows(tasks: Tasks, *, agent_name: str = AGENT_NAME, data_source: str
     user message), ``data_source``, ``agent_name`` (which agent loop runs the row),
     ``reward_model`` (ground_truth: the task id) and ``extra_info`` with ``index``, ``task_id``
     and ``task`` (the task as JSON, its local repository path made absolute)."""
+    items = [_portable(task) for task in task_list(tasks)]
     rows = []
-    for index, task in enumerate(task_list(tasks)):
-        task = _portable(task)
+    for index, (task, text) in enumerate(zip(items, first_prompts(items))):
         rows.append({
             "data_source": data_source,
             "agent_name": agent_name,
-            "prompt": [{"role": "user", "content": first_prompt(task)}],
+            "prompt": [{"role": "user", "content": text}],
             "ability": "code-repair",
             "reward_model": {"style": "rule", "ground_truth": str(task["id"])},
             "extra_info": {"index": index, "task_id": str(task["id"]), "task": task_json(task),
