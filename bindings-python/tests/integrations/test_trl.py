@@ -4,6 +4,11 @@ runs, the token-exactness of the rollouts, the tool schemas, and bad input."""
 
 import json
 import os
+import pickle
+import queue
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -20,8 +25,10 @@ from trl.chat_template_utils import add_response_schema, parse_response, qwen2_5
 import frognano  # noqa: E402
 from frognano.integrations import TaskSampler, task_json  # noqa: E402
 from frognano.integrations.trl import (  # noqa: E402
+    FrogNanoBatchedToolEnv,
     FrogNanoToolEnv,
     frognano_reward,
+    grade_environments,
     local_model_generate,
     make_rollout_func,
     task_dataset,
@@ -161,6 +168,144 @@ def test_environment_factory_trains_a_step(tmp_path, task, tiny_model):
     for env in trainer.environments:
         assert env.task["id"] == task["id"] and env.outcome["submitted"] and not env.resolved
         assert env.grading["run_outcome"] == "failed" and env.grading["tests"]
+
+
+class TimedEnv(FrogNanoBatchedToolEnv):
+    """Records when each grading (a sandboxed test run) starts and ends."""
+
+    gradings = []
+
+    def _grade(self):
+        start = time.monotonic()
+        try:
+            return super()._grade()
+        finally:
+            TimedEnv.gradings.append((start, time.monotonic()))
+
+
+def test_batched_reward_grades_the_batch_concurrently(tmp_path, task, tiny_model):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    tokenizer.chat_template = qwen2_5_chat_template
+    factory = TimedEnv.factory(max_steps=4, observation_chars=800)
+    assert FrogNanoToolEnv.factory(batched_reward=True)().__class__ is FrogNanoBatchedToolEnv
+    TimedEnv.gradings.clear()
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=grade_environments,
+                          args=config(tmp_path, max_tool_calling_iterations=1, per_device_train_batch_size=4,
+                                      num_generations=4),
+                          train_dataset=task_dataset([task], prompt=""), environment_factory=factory)
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    # One reward column, the batched one: the environments add none of their own.
+    assert logged["rewards/grade_environments/mean"] == 0.0 and not any("FrogNanoToolEnv" in k for k in logged)
+    assert len(trainer.environments) == 4 and all(env.outcome["submitted"] for env in trainer.environments)
+    assert len(TimedEnv.gradings) == 4
+    # The test runs overlapped, as many at once as the sandbox has workers (GRPOTrainer alone would
+    # run them one after the other).
+    peak = max(sum(start <= t < end for start, end in TimedEnv.gradings) for t, _ in TimedEnv.gradings)
+    assert peak == min(4, frognano.integrations.shared_sandbox().workers), TimedEnv.gradings
+    with pytest.raises(frognano.InvalidArgumentError, match="batched_reward"):
+        grade_environments(prompts=["p"], completions=["c"])
+
+
+def test_tool_env_and_its_factory_pickle(task, sandbox):
+    factory = FrogNanoToolEnv.factory(sandbox=sandbox, max_steps=3, sampler=TaskSampler([task]))
+    copy = pickle.loads(pickle.dumps(factory))
+    assert copy.sandbox is not sandbox and copy.sandbox.workers == sandbox.workers and copy.max_steps == 3
+    env = copy()
+    assert type(env) is FrogNanoToolEnv and env._sandbox is copy.sandbox
+    assert task["problem_statement"].strip() in env.reset(prompt=[{"role": "user", "content": ""}])
+    with pytest.raises(TypeError, match="between episodes"):
+        pickle.dumps(env)
+    assert env.get_reward() == 0.0  # graded: the episode is over
+    again = pickle.loads(pickle.dumps(env))
+    assert type(again) is FrogNanoToolEnv and again.task is None and again._max_steps == 3
+    batched = pickle.loads(pickle.dumps(FrogNanoToolEnv.factory(batched_reward=True)))()
+    assert type(batched) is FrogNanoBatchedToolEnv and batched.get_reward is None
+
+
+class CompletionsServer:
+    """A scripted policy behind vLLM's /v1/completions (token ids in, token ids and log-probs out),
+    where AsyncGRPOTrainer's rollout worker sends its requests: the first rollout's first turn
+    calls the edit that fixes the bug, the others' a harmless view; after a tool result, it
+    stops without a tool call."""
+
+    def __init__(self, tokenizer, fix_call, other_call):
+        self.tokenizer, self.lock, self.first_turns = tokenizer, threading.Lock(), 0
+        self.fix, self.other = fix_call, other_call
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self._json({"data": [{"id": "tiny", "max_model_len": 4096}]})
+
+            def do_POST(self):
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                self._json(server.complete(request))
+
+            def _json(self, body):
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def complete(self, request):
+        shown = self.tokenizer.decode(request["prompt"])
+        if "<tool_response>" in shown:
+            text = "Done.<|im_end|>"
+        else:
+            with self.lock:
+                call = self.fix if self.first_turns == 0 else self.other
+                self.first_turns += 1
+            text = f"<tool_call>\n{json.dumps(call)}\n</tool_call><|im_end|>"
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        return {"choices": [{"index": 0, "text": text, "token_ids": ids, "finish_reason": "stop",
+                             "logprobs": {"token_logprobs": [-0.5] * len(ids)}}]}
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def test_async_grpo_rollout_worker_runs_the_pickled_env_in_its_process(task, tiny_model, monkeypatch):
+    from trl.experimental.async_grpo import async_rollout_worker as worker_module
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    tokenizer.chat_template = qwen2_5_chat_template
+    fix = {"name": "edit", "arguments": {"path": "tinyparse/config.py",
+                                         "search": "if depth >= _MAX_INTERPOLATION_DEPTH:",
+                                         "replace": "if depth > _MAX_INTERPOLATION_DEPTH:"}}
+    view = {"name": "view", "arguments": {"path": "tinyparse/config.py", "start_line": 1, "end_line": 3}}
+    server = CompletionsServer(tokenizer, fix, view)
+    # AsyncGRPOTrainer's own rollout worker (what its trainer starts on rank 0). It checks for vLLM only
+    # because the trainer talks to a vLLM server; here the server is the scripted one above.
+    monkeypatch.setattr(worker_module, "is_vllm_available", lambda: True)
+    worker = worker_module.AsyncRolloutWorker(
+        model_name="tiny", dataset=task_dataset([task], prompt=""), reward_funcs=[], processing_class=tokenizer,
+        eos_token_ids=[tokenizer.eos_token_id], environment_factory=FrogNanoToolEnv.factory(max_steps=4),
+        num_generations=2, max_inflight_tasks=2, vllm_server_url=server.url, max_tokens=96,
+        max_tool_calling_iterations=2, child_ready_timeout=240)
+    try:
+        worker.start()  # pickles the factory into a spawned process
+        samples = [worker.rollout_buffer.get(timeout=240) for _ in range(2)]
+    finally:
+        worker.stop()
+        server.close()
+    # Each rollout's reward is its own environment's sandboxed grading, done in the worker's process.
+    rewards = sorted(sample.metrics["rewards/FrogNanoToolEnv"] for sample in samples)
+    assert rewards == [0.0, 1.0]
+    assert all(sample.metrics["tools/call_frequency"] == 1.0 for sample in samples)
+    assert {sample.group_id for sample in samples} == {samples[0].group_id}
+    tool_turns = [m for sample in samples for m in sample.completion if m["role"] == "tool"]
+    assert any(turn["content"].startswith("Edited tinyparse/config.py") for turn in tool_turns), tool_turns
 
 
 def test_tool_methods_follow_the_tool_protocol(task, tiny_model):

@@ -23,9 +23,13 @@ task's opening observation, a ``task`` column with the task as JSON).
 
 or, for a tool-calling model:
 
->>> from frognano.integrations.trl import FrogNanoToolEnv
+>>> from frognano.integrations.trl import FrogNanoToolEnv, grade_environments
 >>> trainer = GRPOTrainer(model=model, args=GRPOConfig(...), train_dataset=task_dataset(tasks),
-...                       environment_factory=FrogNanoToolEnv.factory(max_steps=20))
+...                       environment_factory=FrogNanoToolEnv.factory(max_steps=20, batched_reward=True),
+...                       reward_funcs=grade_environments)   # the batch's test runs concurrently
+
+(with AsyncGRPOTrainer, ``environment_factory=FrogNanoToolEnv.factory(max_steps=20)``: its rollout
+worker grades each rollout through get_reward() in its own thread pool).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import frognano
 
-from ._common import Task, Tasks, TextEpisode, first_prompts, require, task_json, task_list, task_of, task_of_row
+from ._common import (Task, Tasks, TextEpisode, first_prompts, require, shared_sandbox, task_json, task_list, task_of,
+                      task_of_row)
 from .curriculum import TaskSampler
 
 trl = require("trl", "trl")
@@ -47,10 +52,13 @@ import torch  # noqa: E402  (a dependency of trl)
 from trl.models import unwrap_model_for_generation  # noqa: E402
 
 __all__ = [
+    "FrogNanoBatchedToolEnv",
     "FrogNanoRollout",
     "FrogNanoToolEnv",
+    "ToolEnvFactory",
     "Generate",
     "frognano_reward",
+    "grade_environments",
     "local_model_generate",
     "make_rollout_func",
     "task_dataset",
@@ -133,7 +141,15 @@ class FrogNanoToolEnv:
     outcome to the sampler. Malformed tool calls get the environment's error observation.
 
     Configure it with `FrogNanoToolEnv.factory(...)` (a zero-argument callable for the trainer);
-    `FrogNanoToolEnv` itself is one with the defaults."""
+    `FrogNanoToolEnv` itself is one with the defaults. Both pickle, as AsyncGRPOTrainer's
+    rollout worker needs (it runs the environments in a spawned process; a sampler there is
+    that process's copy, and outcomes it hears stay there); an environment pickles as its
+    settings while no episode runs.
+
+    GRPOTrainer (synchronous) calls get_reward() of one environment after the other, so the
+    sandboxed test runs of a batch go in series: give it `factory(batched_reward=True)` and
+    `reward_funcs=grade_environments`, which grades the whole batch concurrently.
+    AsyncGRPOTrainer already runs each rollout's get_reward() in its thread pool."""
 
     def __init__(self, *, sandbox: Optional["frognano.Sandbox"] = None, max_steps: int = 30,
                  observation_chars: int = 6000, sampler: Optional[TaskSampler] = None):
@@ -146,13 +162,22 @@ class FrogNanoToolEnv:
 
     @classmethod
     def factory(cls, *, sandbox: Optional["frognano.Sandbox"] = None, max_steps: int = 30,
-                observation_chars: int = 6000,
-                sampler: Optional[TaskSampler] = None) -> Callable[[], "FrogNanoToolEnv"]:
-        """A zero-argument factory of environments with these settings, for `environment_factory`.
+                observation_chars: int = 6000, sampler: Optional[TaskSampler] = None,
+                batched_reward: bool = False) -> "ToolEnvFactory":
+        """A zero-argument factory of environments with these settings, for `environment_factory`
+        (it pickles; a sandbox travels as its image and worker count).
         sampler: a TaskSampler told every graded outcome (and drawn from for rows without a task;
-        give it repeat=num_generations so that a group shares its task)."""
-        return functools.partial(cls, sandbox=sandbox, max_steps=max_steps,
-                                 observation_chars=observation_chars, sampler=sampler)
+        give it repeat=num_generations so that a group shares its task). batched_reward: make
+        FrogNanoBatchedToolEnv environments, which leave grading to `grade_environments`."""
+        env_class = FrogNanoBatchedToolEnv if batched_reward and cls.get_reward is not None else cls
+        return ToolEnvFactory(env_class, sandbox=sandbox, max_steps=max_steps,
+                              observation_chars=observation_chars, sampler=sampler)
+
+    def __reduce__(self):
+        if self._episode is not None and not self._episode.done:
+            raise TypeError(f"a {type(self).__name__} pickles between episodes only (one is running)")
+        return (_rebuild_env, (type(self), _SandboxSpec.of(self._sandbox), self._max_steps, self._observation_chars,
+                               self._sampler))
 
     # Episode ---------------------------------------------------------------------------------
 
@@ -178,6 +203,9 @@ class FrogNanoToolEnv:
     def get_reward(self) -> float:
         """The episode's reward from the sandboxed test run of the final repository (computed
         once; later calls return it again)."""
+        return self._grade()
+
+    def _grade(self) -> float:
         episode = self._require_episode()
         if self._reward is None:
             self._reward = float(episode.finish())
@@ -353,6 +381,89 @@ class FrogNanoToolEnv:
             The grading: whether the task is resolved.
         """
         return self._act("submit", {})
+
+
+class FrogNanoBatchedToolEnv(FrogNanoToolEnv):
+    """A FrogNanoToolEnv that does not own its reward (no get_reward, so TRL adds no reward
+    column for it): `grade_environments` grades a batch of them at once. Made by
+    `FrogNanoToolEnv.factory(batched_reward=True)`."""
+
+    get_reward = None  # type: ignore[assignment]
+
+
+def grade_environments(prompts: Optional[List[Any]] = None, completions: Optional[List[Any]] = None,
+                       environments: Optional[Sequence[Any]] = None, **kwargs: Any) -> List[Optional[float]]:
+    """A GRPOTrainer reward function (``reward_funcs=grade_environments`` with
+    ``environment_factory=FrogNanoToolEnv.factory(batched_reward=True)``): grades every
+    FrogNano environment of the batch concurrently, one thread per sandboxed test run (the
+    bindings release the GIL while the sandbox runs), as many at once as the shared sandbox
+    has workers. Returns each environment's reward (None for other environments). Graded
+    outcomes reach the environments' sampler as with get_reward()."""
+    if environments is None:
+        raise frognano.InvalidArgumentError(
+            "grade_environments reads the trainer's environments: pass environment_factory=FrogNanoToolEnv.factory("
+            "batched_reward=True) to the GRPOTrainer")
+    envs = [env if isinstance(env, FrogNanoToolEnv) and env._episode is not None else None for env in environments]
+    pending = [env for env in envs if env is not None and env._reward is None]
+    workers = min(len(pending), max(1, shared_sandbox().workers))
+    if workers > 1:
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="frognano-grade") as pool:
+            list(pool.map(lambda env: env._grade(), pending))
+    else:
+        for env in pending:
+            env._grade()
+    return [None if env is None else env._reward for env in envs]
+
+
+class _SandboxSpec:
+    """A Sandbox as its settings, to pickle (frognano.Sandbox itself does not)."""
+
+    def __init__(self, image: str, workers: int, snapshot: bool):
+        self.image, self.workers, self.snapshot = image, workers, snapshot
+
+    @classmethod
+    def of(cls, sandbox: Optional["frognano.Sandbox"]) -> Optional["_SandboxSpec"]:
+        return None if sandbox is None else cls(sandbox.image, sandbox.workers, sandbox.uses_snapshot)
+
+    def build(self) -> "frognano.Sandbox":
+        return frognano.Sandbox(self.image, workers=self.workers, snapshot=self.snapshot)
+
+
+def _rebuild_env(env_class: type, sandbox: Optional[_SandboxSpec], max_steps: int, observation_chars: int,
+                 sampler: Optional[TaskSampler]) -> FrogNanoToolEnv:
+    return env_class(sandbox=sandbox.build() if sandbox is not None else None, max_steps=max_steps,
+                     observation_chars=observation_chars, sampler=sampler)
+
+
+class ToolEnvFactory:
+    """`FrogNanoToolEnv.factory(...)`: calling it makes an environment with its settings. It
+    pickles (the sandbox as its settings; a copy builds one sandbox for its environments)."""
+
+    def __init__(self, env_class: type, *, sandbox: Optional["frognano.Sandbox"], max_steps: int,
+                 observation_chars: int, sampler: Optional[TaskSampler]):
+        self.env_class = env_class
+        self.sandbox = sandbox
+        self.max_steps = max_steps
+        self.observation_chars = observation_chars
+        self.sampler = sampler
+
+    def __call__(self) -> FrogNanoToolEnv:
+        return self.env_class(sandbox=self.sandbox, max_steps=self.max_steps,
+                              observation_chars=self.observation_chars, sampler=self.sampler)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["sandbox"] = _SandboxSpec.of(self.sandbox)
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if isinstance(self.sandbox, _SandboxSpec):
+            self.sandbox = self.sandbox.build()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.env_class.__name__}, max_steps={self.max_steps}, "
+                f"observation_chars={self.observation_chars}, sampler={self.sampler!r})")
 
 
 def _row_has_task(row: Mapping[str, Any]) -> bool:
