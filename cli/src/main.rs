@@ -19,11 +19,12 @@ mod bench_learner;
 mod bench_policy;
 mod bench_sandbox;
 mod bench_serve;
+mod bench_training;
 mod cluster;
 mod corpus;
 mod eval;
 mod models;
-// Learning-curve charts of `frognano train` and `frognano bench curriculum`.
+// Learning-curve charts of `frognano train`, `frognano bench curriculum` and `bench learning`.
 mod plot;
 mod serve;
 mod synth;
@@ -169,7 +170,11 @@ enum BenchCommand {
     Synth(synth::BenchSynthArgs),
     /// Frontier synthesis vs a static curriculum (and easy-to-hard): same policy
     /// initialisation and rollout budget, several seeds, completion on one held-out set.
-    Curriculum(train::BenchCurriculumArgs),
+    Curriculum(bench_training::BenchCurriculumArgs),
+    /// A language model trained with the frontier and a static curriculum at equal rollouts
+    /// over several seeds: held-out resolved before and after (per difficulty rung), valid
+    /// commands, groups without signal, rollout and learner tokens/s, wall time, mean ± sd.
+    Learning(bench_training::BenchLearningArgs),
     /// Local model generation speed and memory against onnxruntime-genai on the same model.
     Policy(bench_policy::BenchPolicyArgs),
     #[command(hide = true)]
@@ -211,7 +216,8 @@ fn main() -> ExitCode {
         Commands::Generate(args) => models::generate_command(&args),
         Commands::Serve(args) => serve::serve(&args),
         Commands::Agent(args) => agent::agent(&args),
-        Commands::Bench(BenchCommand::Curriculum(args)) => train::bench_curriculum(&args),
+        Commands::Bench(BenchCommand::Curriculum(args)) => bench_training::bench_curriculum(&args),
+        Commands::Bench(BenchCommand::Learning(args)) => bench_training::bench_learning(&args),
         Commands::Bench(BenchCommand::Policy(args)) => bench_policy::bench_policy(&args),
         Commands::Bench(BenchCommand::PolicyWorker(args)) => bench_policy::worker(&args),
         Commands::Bench(BenchCommand::Learner(args)) => bench_learner::bench(&args),

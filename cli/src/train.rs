@@ -1,9 +1,8 @@
-//! `frognano train` (the main job) and `frognano bench curriculum`.
+//! `frognano train`: the main job.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -12,8 +11,8 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use frognano_core::IterationMetrics;
 use frognano_sandbox::Sandbox;
 use frognano_train::{
-    CurriculumKind, DifficultyMix, Estimator, MethodResult, RunObserver, TaskPools, TrainConfig,
-    TrainProgress, TrainReport, mean_std, prepare_pools, synthesize_pool,
+    CurriculumKind, DifficultyMix, Estimator, RunObserver, TrainConfig, TrainProgress, TrainReport,
+    prepare_pools,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -51,33 +50,8 @@ pub struct TrainArgs {
     ray: crate::cluster::RayArgs,
 }
 
-#[derive(Args, Debug)]
-pub struct BenchCurriculumArgs {
-    /// TOML configuration shared by every run (the curriculum and seed fields are set per run).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Seeds (one training run per method and seed).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
-    seeds: Vec<u64>,
-    /// Methods to compare.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "frontier,static,easy_to_hard"
-    )]
-    methods: Vec<String>,
-    /// Training iterations per run (overrides the config).
-    #[arg(long)]
-    iterations: Option<usize>,
-    /// Output directory (results.json, curves.png, one directory per run).
-    #[arg(long, short, default_value = "runs/bench-curriculum")]
-    out: PathBuf,
-    #[command(flatten)]
-    image: ImageArgs,
-}
-
 /// The job's configuration: the file (or defaults on the bundled repositories) plus flags.
-fn config_of(
+pub(crate) fn config_of(
     file: Option<&Path>,
     curriculum: Option<&str>,
     iterations: Option<usize>,
@@ -102,7 +76,7 @@ fn config_of(
 }
 
 /// Progress bars for a training job: a spinner for stages, a bar per iteration.
-struct Bars {
+pub(crate) struct Bars {
     stage: ProgressBar,
     bar: Option<ProgressBar>,
     iterations: usize,
@@ -111,7 +85,7 @@ struct Bars {
 }
 
 impl Bars {
-    fn new(iterations: usize, label: &str) -> Self {
+    pub(crate) fn new(iterations: usize, label: &str) -> Self {
         let stage = ProgressBar::new_spinner();
         stage.set_style(
             ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
@@ -148,6 +122,12 @@ impl Bars {
             bar.finish_and_clear();
         }
         self.stage.finish_and_clear();
+    }
+}
+
+impl Drop for Bars {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -380,7 +360,7 @@ fn summary_table(report: &TrainReport) -> Table {
     table
 }
 
-fn sandbox(image: &ImageArgs) -> anyhow::Result<Arc<Sandbox>> {
+pub(crate) fn sandbox(image: &ImageArgs) -> anyhow::Result<Arc<Sandbox>> {
     Ok(Arc::new(open_sandbox(image.options()?, false)?))
 }
 
@@ -487,193 +467,5 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         out.join("held_out.jsonl").display(),
         plot.display()
     );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `frognano bench curriculum`: the same policy initialisation and rollout budget, trained with
-/// each curriculum over several seeds, measured on one held-out set.
-pub fn bench_curriculum(args: &BenchCurriculumArgs) -> anyhow::Result<ExitCode> {
-    let methods: Vec<CurriculumKind> = args
-        .methods
-        .iter()
-        .map(|m| CurriculumKind::parse(m))
-        .collect::<Result<_, _>>()?;
-    if methods.is_empty() || args.seeds.is_empty() {
-        bail!("name at least one method and one seed");
-    }
-    let base = config_of(args.config.as_deref(), None, args.iterations, None)?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
-    let started = Instant::now();
-    let sandbox = sandbox(&args.image)?;
-    println!(
-        "curriculum benchmark: {} x {} seeds, {} iterations x {} tasks x {} rollouts each, \
-         {} held-out tasks",
-        methods
-            .iter()
-            .map(|m| m.as_str())
-            .collect::<Vec<_>>()
-            .join(" / "),
-        args.seeds.len(),
-        base.iterations,
-        base.trainer.tasks_per_iteration,
-        base.trainer.group_size,
-        base.held_out
-    );
-    // One held-out set for every run, so methods and seeds are compared on the same tasks.
-    let held_out = synthesize_pool(
-        &sandbox,
-        &base,
-        base.held_out,
-        base.seed.wrapping_add(7919),
-        &Default::default(),
-    )?;
-    let exclude = frognano_train::held_out_exclusions(&held_out);
-    let mut by_method: Vec<(CurriculumKind, Vec<TrainReport>)> =
-        methods.iter().map(|m| (*m, Vec::new())).collect();
-    let mut initial = None;
-    for &seed in &args.seeds {
-        // The fixed training set of the baselines, per seed, disjoint from the held-out set.
-        let training = if methods.iter().any(|m| *m != CurriculumKind::Frontier) {
-            synthesize_pool(&sandbox, &base, base.static_tasks, seed, &exclude)?
-        } else {
-            Vec::new()
-        };
-        for (method, reports) in &mut by_method {
-            let config = TrainConfig {
-                curriculum: *method,
-                seed,
-                out: Some(args.out.join(format!("{}-seed{seed}", method.as_str()))),
-                // The untrained policy is the same for every run: evaluated once.
-                evaluate_initial: initial.is_none(),
-                ..base.clone()
-            };
-            if let Some(dir) = &config.out {
-                // Fresh runs: a checkpoint left from an earlier benchmark is not resumed.
-                let _ = std::fs::remove_file(dir.join("checkpoint.json"));
-                let _ = std::fs::remove_file(dir.join("metrics.jsonl"));
-            }
-            let pools = TaskPools {
-                held_out: held_out.clone(),
-                training: training.clone(),
-            };
-            let label = format!("[{} seed {seed}] ", method.as_str());
-            let mut bars = Bars::new(config.iterations, &label);
-            let report = frognano_train::run(&sandbox, &config, &pools, &mut bars, None)?;
-            bars.finish();
-            if initial.is_none() {
-                initial = report.initial.clone();
-            }
-            println!(
-                "{label}held-out resolved {:.1}% ({} of {}), {} rollouts, synthesis wait {:.1} s, {:.0} s",
-                100.0 * report.trained.resolved_rate,
-                report.trained.resolved,
-                report.trained.episodes,
-                report.rollouts,
-                report.synthesis_wait_s,
-                report.wall_s
-            );
-            reports.push(report);
-        }
-    }
-    let results: Vec<MethodResult> = by_method
-        .into_iter()
-        .map(|(m, r)| MethodResult::of(m, r))
-        .collect();
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec![
-        "curriculum",
-        "held-out resolved (mean ± sd)",
-        "per seed",
-        "vs static",
-        "zero-variance groups",
-        "synthesis wait",
-    ]);
-    let static_mean = results
-        .iter()
-        .find(|r| r.curriculum == CurriculumKind::Static)
-        .map(|r| r.mean);
-    for r in &results {
-        let vs = match static_mean {
-            Some(s) if s > 0.0 => format!("{:+.1}%", 100.0 * (r.mean - s) / s),
-            _ => "-".into(),
-        };
-        table.add_row(vec![
-            r.curriculum.as_str().to_string(),
-            format!("{:.1}% ± {:.1}", 100.0 * r.mean, 100.0 * r.std),
-            r.held_out_resolved
-                .iter()
-                .map(|v| format!("{:.1}", 100.0 * v))
-                .collect::<Vec<_>>()
-                .join(", "),
-            vs,
-            format!("{:.0}%", 100.0 * r.zero_variance_fraction),
-            format!("{:.1} s", mean_std(&r.synthesis_wait_s).0),
-        ]);
-    }
-    println!("{table}");
-    if let Some(i) = &initial {
-        println!(
-            "untrained policy on the same {} held-out tasks: {:.1}% ({} of {})",
-            held_out.len(),
-            100.0 * i.resolved_rate,
-            i.resolved,
-            i.episodes
-        );
-    }
-    if let (Some(f), Some(s)) = (
-        results
-            .iter()
-            .find(|r| r.curriculum == CurriculumKind::Frontier),
-        static_mean,
-    ) {
-        if s > 0.0 {
-            let rel = (f.mean - s) / s;
-            println!(
-                "frontier vs static: {:+.1}% relative held-out completion (target >= +24.7%): {}",
-                100.0 * rel,
-                if rel >= 0.247 { "met" } else { "not met" }
-            );
-        } else {
-            println!(
-                "frontier vs static: the static curriculum resolved no held-out task, so the \
-                 relative improvement is undefined (frontier: {:.1}%)",
-                100.0 * f.mean
-            );
-        }
-    }
-    let charts = vec![Chart {
-        title: "Training resolved rate per iteration (mean over seeds)".into(),
-        x_label: "iteration".into(),
-        y_label: "resolved".into(),
-        series: results
-            .iter()
-            .map(|r| Series {
-                label: r.curriculum.as_str().into(),
-                points: r
-                    .mean_curve
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| ((i + 1) as f64, *v))
-                    .collect(),
-            })
-            .collect(),
-        y_range: Some((0.0, 1.0)),
-    }];
-    let plot = args.out.join("curves.png");
-    write_png(&plot, &charts)?;
-    let path = args.out.join("results.json");
-    std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&serde_json::json!({
-            "seeds": args.seeds,
-            "held_out_tasks": held_out.len(),
-            "initial": initial,
-            "methods": results,
-            "wall_s": started.elapsed().as_secs_f64(),
-        }))?,
-    )
-    .with_context(|| format!("write {}", path.display()))?;
-    println!("results: {}\nplot: {}", path.display(), plot.display());
     Ok(ExitCode::SUCCESS)
 }

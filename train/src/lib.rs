@@ -7,12 +7,14 @@
 //! to the task source. The task source is any [`frognano_core::TaskSynthesizer`]: the
 //! [`FrontierSynthesizer`] synthesizes tasks online for the families the current policy can just
 //! barely solve, and [`StaticCurriculum`] and [`EasyToHard`] are the baselines it is measured
-//! against. [`run`] is the whole job behind `frognano train` and `frognano bench curriculum`:
-//! task pools, training, and evaluation on a held-out set.
+//! against. [`run`] is the whole job behind `frognano train`:
+//! task pools, training, and evaluation on a held-out set; [`run_experiment`] compares
+//! curricula over seeds (`frognano bench curriculum` and `frognano bench learning`).
 
 mod advantage;
 mod curriculum;
 mod error;
+mod experiment;
 mod frontier;
 mod language;
 mod language_bench;
@@ -25,6 +27,9 @@ pub use curriculum::{
     DifficultyMix, EasyToHard, FamilyKey, StaticCurriculum, difficulty_mix, difficulty_score,
 };
 pub use error::{Result, TrainError};
+pub use experiment::{
+    ExperimentObserver, ExperimentResult, ExperimentSpec, HeldOutSets, RunFigures, run_experiment,
+};
 pub use frontier::{
     FamilyState, FrontierConfig, FrontierSynthesizer, checked_learnability, learnability,
 };

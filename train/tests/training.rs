@@ -254,3 +254,62 @@ fn the_frontier_synthesizes_in_the_background_adapts_and_retires() {
         state["families"]
     );
 }
+
+#[test]
+fn an_experiment_measures_every_method_of_a_seed_on_that_seeds_held_out_set() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let base = frognano_train::TrainConfig {
+        repos: vec![sample("textkit")],
+        iterations: 1,
+        held_out: 2,
+        static_tasks: 2,
+        max_bugs: 1,
+        operators: vec!["flip_operators".into(), "boundary_condition".into()],
+        trainer: small_config(),
+        ..frognano_train::TrainConfig::default()
+    };
+    struct Counting(usize);
+    impl frognano_train::ExperimentObserver for Counting {
+        fn run_observer(
+            &mut self,
+            _method: frognano_train::CurriculumKind,
+            _seed: u64,
+        ) -> Box<dyn frognano_train::RunObserver> {
+            self.0 += 1;
+            Box::new(frognano_train::Quiet)
+        }
+    }
+    let spec = frognano_train::ExperimentSpec {
+        base,
+        methods: vec![
+            frognano_train::CurriculumKind::Static,
+            frognano_train::CurriculumKind::Frontier,
+        ],
+        seeds: vec![1, 2],
+        held_out: frognano_train::HeldOutSets::PerSeed,
+        out: out.path().to_path_buf(),
+    };
+    let mut observer = Counting(0);
+    let result =
+        frognano_train::run_experiment(&sandbox(), &spec, &mut observer).expect("experiment");
+    assert_eq!(observer.0, 4);
+    assert_eq!(result.runs.len(), 4);
+    let held_out = |dir: &str| {
+        std::fs::read_to_string(out.path().join(dir).join("held_out.jsonl")).expect("held-out")
+    };
+    assert_eq!(held_out("static-seed1"), held_out("frontier-seed1"));
+    assert_eq!(held_out("static-seed2"), held_out("frontier-seed2"));
+    assert_ne!(held_out("static-seed1"), held_out("static-seed2"));
+    for pair in result.runs.chunks(2) {
+        // Evaluated once per held-out set, shared by the seed's other method.
+        assert!(pair[0].resolved_before.is_some());
+        assert_eq!(pair[0].resolved_before, pair[1].resolved_before);
+        assert_eq!(pair[0].seed, pair[1].seed);
+        assert!(pair.iter().all(|r| r.gain().is_some() && r.rollouts == 4));
+    }
+    let frontier = result
+        .method(frognano_train::CurriculumKind::Frontier)
+        .expect("frontier");
+    assert_eq!(frontier.reports.len(), 2);
+    assert!(frontier.reports.iter().all(|r| r.initial.is_some()));
+}
