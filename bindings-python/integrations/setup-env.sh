@@ -22,7 +22,7 @@ if [ ! -f "$env_dir/.complete" ]; then
   "$partial/bin/python" -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r "$lock" >&2
   # The venv is relocated by renaming: its scripts' shebangs name the partial path, so the
   # tests call `python -m`, never the scripts.
-  "$partial/bin/python" -c 'import gymnasium, trl, skyrl_gym, verifiers.v1.tasksets, openrlhf.utils.agent, verl.experimental.agent_loop.agent_loop, openenv.core, fastmcp.client, gem' >&2
+  "$partial/bin/python" -c 'import gymnasium, trl, skyrl_gym, verifiers.v1.tasksets, openrlhf.utils.agent, verl.experimental.agent_loop.agent_loop, openenv.core, fastmcp.client, gem, transfer_queue' >&2
   rm -rf "$env_dir"
   mv "$partial" "$env_dir"
   trap - EXIT

@@ -29,23 +29,16 @@ driven by text actions with a reward graded by the task's tests in the sandbox; 
 environment's tool calls.
 """
 
-from ._common import (TESTED_VERSIONS, TextEpisode, first_prompt, fix_actions, patch_actions, reverse_patch, shared_sandbox,
-                      task_json, task_list, task_of, task_of_row)
+from ._common import (TESTED_VERSIONS, TextEpisode, first_prompt, first_prompts, fix_actions, patch_actions,
+                      reverse_patch, shared_sandbox, task_json, task_list, task_of, task_of_row)
 from .curriculum import TaskSampler, outcome_of
-
-# The adapters of verifiers' v1 API (verifiers >= 0.4; on 0.3 the module serves the v0 API),
-# OpenEnv and GEM.
-TESTED_VERSIONS.update({
-    "verifiers": ("verifiers", "0.4.0"),
-    "openenv": ("openenv-core", "0.3.0"),
-    "gem": ("gem-llm", "0.1.0"),
-})
 
 __all__ = [
     "TESTED_VERSIONS",
     "TaskSampler",
     "TextEpisode",
     "first_prompt",
+    "first_prompts",
     "fix_actions",
     "outcome_of",
     "patch_actions",

@@ -20,8 +20,10 @@ TESTED_VERSIONS: Dict[str, tuple] = {
     "trl": ("trl", "1.16.0"),
     "verl": ("verl", "0.9.1"),
     "skyrl": ("skyrl-gym", "0.4.0"),
-    "verifiers": ("verifiers", "0.3.1"),
+    "verifiers": ("verifiers", "0.4.0"),
     "openrlhf": ("openrlhf", "0.11.2"),
+    "openenv": ("openenv-core", "0.3.0"),
+    "gem": ("gem-llm", "0.1.0"),
 }
 
 Task = Dict[str, Any]
