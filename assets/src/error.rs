@@ -42,3 +42,9 @@ frognano_core::impl_into_component_error!(AssetError, "assets");
 
 /// `Result` with [`AssetError`].
 pub type Result<T, E = AssetError> = std::result::Result<T, E>;
+
+impl frognano_core::KindedError for AssetError {
+    fn kind(&self) -> frognano_core::ErrorKind {
+        AssetError::kind(self)
+    }
+}

@@ -5,11 +5,6 @@ use std::any::Any;
 use std::ffi::{CStr, CString, c_char};
 
 use frognano_core::ErrorKind;
-use frognano_env::EnvError;
-use frognano_policy::llm::InferenceError;
-use frognano_sandbox::SandboxError;
-use frognano_synth::SynthError;
-use frognano_train::TrainError;
 
 use crate::ffi::{c_string, free_handle, guard_value};
 
@@ -132,27 +127,13 @@ impl FrognanoErrorCode {
     }
 }
 
-/// Every library error converts by its kind (`kind()`), keeping its message.
-macro_rules! from_library_errors {
-    ($($error:ty),* $(,)?) => {
-        $(
-            impl From<$error> for FrognanoError {
-                fn from(err: $error) -> Self {
-                    FrognanoError::new(FrognanoErrorCode::of_kind(err.kind()), err.to_string())
-                }
-            }
-        )*
-    };
+/// Every library error converts by its kind ([`frognano_core::KindedError`]), keeping its
+/// message.
+impl<E: frognano_core::KindedError> From<E> for FrognanoError {
+    fn from(err: E) -> Self {
+        FrognanoError::new(FrognanoErrorCode::of_kind(err.kind()), err.to_string())
+    }
 }
-
-from_library_errors!(
-    frognano_core::Error,
-    SandboxError,
-    EnvError,
-    SynthError,
-    TrainError,
-    InferenceError,
-);
 
 /// Returns the code of an error, or `FROGNANO_ERROR_CODE_OK` when `error` is `NULL`.
 ///
@@ -211,6 +192,9 @@ pub unsafe extern "C" fn frognano_error_free(error: *mut FrognanoError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use frognano_env::EnvError;
+    use frognano_policy::llm::InferenceError;
+    use frognano_train::TrainError;
 
     /// Asserts that an error converts to `code`.
     #[track_caller]

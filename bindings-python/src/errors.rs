@@ -128,38 +128,9 @@ pub(crate) fn load(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// An error of the library: it says what kind of failure it is.
-pub(crate) trait LibraryError: std::error::Error {
-    /// The error's kind.
-    fn kind(&self) -> ErrorKind;
-}
-
-macro_rules! library_errors {
-    ($($error:ty),* $(,)?) => {
-        $(
-            impl LibraryError for $error {
-                fn kind(&self) -> ErrorKind {
-                    <$error>::kind(self)
-                }
-            }
-        )*
-    };
-}
-
-library_errors!(
-    frognano_core::Error,
-    frognano_sandbox::SandboxError,
-    frognano_env::EnvError,
-    frognano_synth::SynthError,
-    frognano_synth::MutateError,
-    frognano_train::TrainError,
-    frognano_corpus::CorpusError,
-    frognano_policy::llm::InferenceError,
-);
-
 /// The exception of a library error: the class of its kind, with its message; a cancelled
 /// call is a `KeyboardInterrupt`.
-pub(crate) fn py_err(py: Python<'_>, err: impl LibraryError) -> PyErr {
+pub(crate) fn py_err(py: Python<'_>, err: impl frognano_core::KindedError) -> PyErr {
     match Exception::of_kind(err.kind()) {
         Some(class) => class.err(py, err.to_string()),
         None => PyKeyboardInterrupt::new_err("cancelled"),

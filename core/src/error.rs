@@ -215,6 +215,20 @@ macro_rules! impl_into_component_error {
     };
 }
 
+/// An error of any FrogNano crate, by what kind of failure it is: the one way the bindings
+/// reach every library error's kind (Python's exception class, C's error code), each crate's
+/// error type implementing it beside its definition.
+pub trait KindedError: std::error::Error + Send + Sync + 'static {
+    /// What sort of failure this is.
+    fn kind(&self) -> ErrorKind;
+}
+
+impl KindedError for Error {
+    fn kind(&self) -> ErrorKind {
+        Error::kind(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

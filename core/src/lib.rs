@@ -19,7 +19,7 @@ mod training;
 mod traits;
 
 pub use difficulty::Difficulty;
-pub use error::{BoxError, Error, ErrorKind, Result};
+pub use error::{BoxError, Error, ErrorKind, KindedError, Result};
 pub use report::{
     Coverage, FailingTest, FileLines, RunOutcome, RunProfile, SourceLocation, TestOutcome,
     TestRecord, TestReport, TestRunObservation,

@@ -88,3 +88,9 @@ impl From<frognano_assets::AssetError> for InferenceError {
         InferenceError::Setup(err.to_string())
     }
 }
+
+impl frognano_core::KindedError for InferenceError {
+    fn kind(&self) -> frognano_core::ErrorKind {
+        InferenceError::kind(self)
+    }
+}

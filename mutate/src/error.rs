@@ -28,3 +28,9 @@ impl MutateError {
         }
     }
 }
+
+impl frognano_core::KindedError for MutateError {
+    fn kind(&self) -> frognano_core::ErrorKind {
+        MutateError::kind(self)
+    }
+}

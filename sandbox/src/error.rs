@@ -100,3 +100,9 @@ frognano_core::impl_into_component_error!(SandboxError, "sandbox");
 
 /// `Result` with [`SandboxError`].
 pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
+
+impl frognano_core::KindedError for SandboxError {
+    fn kind(&self) -> frognano_core::ErrorKind {
+        SandboxError::kind(self)
+    }
+}

@@ -102,3 +102,9 @@ impl From<ServeError> for frognano_core::Error {
         frognano_core::Error::component("served model", kind, e)
     }
 }
+
+impl frognano_core::KindedError for ServeError {
+    fn kind(&self) -> frognano_core::ErrorKind {
+        ServeError::kind(self)
+    }
+}
