@@ -31,7 +31,8 @@ impl Policy for SharedHttp {
 /// model (a clear error now instead of failed episodes later). options: api ("chat" or
 /// "completions"), tool_calls (native tool calls), api_key_env (default "OPENAI_API_KEY"),
 /// generation (a dict: max_new_tokens, temperature, top_p, top_k, seed, stop), logprobs,
-/// system_prompt, max_prompt_chars, concurrency, timeout_s, connect_timeout_s, retries,
+/// system_prompt, max_prompt_chars, max_prompt_tokens (completions with chat_template_dir),
+/// concurrency, timeout_s, connect_timeout_s, retries,
 /// backoff_s, max_reply_bytes, chat_template_dir, token_id_prompts, extra_body.
 ///
 /// A request that still fails after its retries fails only its episode: its output carries

@@ -69,6 +69,69 @@ pub fn action_text(action: &Action) -> String {
     }
 }
 
+/// An episode's chat ([`episode_messages`]) rendered with `codec`'s chat template, as text and
+/// token ids, with at least `min_skip` of the oldest turns left out and more dropped until it
+/// fits `budget` tokens; when even the first observation alone does not fit, the end of it is
+/// cut (marked `[truncated]`). The one way every policy that renders its own prompts (local
+/// models, and served models on the completions API) fits a context.
+pub fn fitted_prompt(
+    codec: &TextCodec,
+    system_prompt: Option<&str>,
+    context: &PolicyContext,
+    budget: usize,
+    min_skip: usize,
+) -> Result<(String, Vec<u32>)> {
+    let render = |context: &PolicyContext, skip: usize| -> Result<(String, Vec<u32>)> {
+        let text = codec.render_chat(&episode_messages(system_prompt, context, skip), true)?;
+        let ids = codec.encode(&text)?;
+        Ok((text, ids))
+    };
+    let mut skip = min_skip.min(context.history.len());
+    loop {
+        let (text, ids) = render(context, skip)?;
+        if ids.len() <= budget {
+            return Ok((text, ids));
+        }
+        if skip < context.history.len() {
+            skip += 1;
+            continue;
+        }
+        break;
+    }
+    // Even the first observation alone is too long: keep as much of its beginning as fits
+    // next to the system prompt and the template.
+    let mut shortened = context.clone();
+    shortened.history.clear();
+    let full_text = std::mem::take(&mut shortened.initial.text);
+    let overhead = render(&shortened, 0)?.1.len() + 8;
+    if overhead >= budget {
+        return Err(InferenceError::InvalidRequest(format!(
+            "the system prompt and chat template alone take {overhead} of the {budget} prompt tokens"
+        )));
+    }
+    let mut keep = full_text.len();
+    for _ in 0..8 {
+        let tokens = codec.encode(&full_text[..keep])?.len().max(1);
+        let room = budget - overhead;
+        if tokens <= room {
+            break;
+        }
+        keep = keep * room / tokens * 9 / 10;
+        while !full_text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+    }
+    shortened.initial.text = format!("{}\n[truncated]", &full_text[..keep]);
+    let (text, ids) = render(&shortened, 0)?;
+    if ids.len() <= budget {
+        Ok((text, ids))
+    } else {
+        Err(InferenceError::InvalidRequest(format!(
+            "the prompt does not fit in {budget} tokens even truncated"
+        )))
+    }
+}
+
 /// How an [`OnnxPolicy`] prompts and samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -186,67 +249,10 @@ impl OnnxPolicy {
     }
 
     /// Prompt token ids of an episode, dropping the oldest turns (then the end of the first
-    /// observation) until it fits the prompt budget.
+    /// observation) until it fits the prompt budget ([`fitted_prompt`]).
     pub fn prompt_ids(&self, context: &PolicyContext) -> Result<Vec<u32>> {
-        let budget = self.prompt_budget();
-        let mut skip = 0;
-        loop {
-            let text = self
-                .codec
-                .render_chat(&self.messages(context, skip), true)?;
-            let ids = self.codec.encode(&text)?;
-            if ids.len() <= budget {
-                return Ok(ids);
-            }
-            if skip < context.history.len() {
-                skip += 1;
-                continue;
-            }
-            // Even the first observation alone is too long: keep as much of its beginning as
-            // fits next to the system prompt and the template.
-            let mut shortened = context.clone();
-            shortened.history.clear();
-            let full_text = std::mem::take(&mut shortened.initial.text);
-            let overhead = self
-                .codec
-                .encode(
-                    &self
-                        .codec
-                        .render_chat(&self.messages(&shortened, 0), true)?,
-                )?
-                .len()
-                + 8;
-            if overhead >= budget {
-                return Err(InferenceError::InvalidRequest(format!(
-                    "the system prompt and chat template alone take {overhead} of the {budget} prompt tokens"
-                )));
-            }
-            let mut keep = full_text.len();
-            for _ in 0..8 {
-                let tokens = self.codec.encode(&full_text[..keep])?.len().max(1);
-                let room = budget - overhead;
-                if tokens <= room {
-                    break;
-                }
-                keep = keep * room / tokens * 9 / 10;
-                while !full_text.is_char_boundary(keep) {
-                    keep -= 1;
-                }
-            }
-            shortened.initial.text = format!("{}\n[truncated]", &full_text[..keep]);
-            let ids = self.codec.encode(
-                &self
-                    .codec
-                    .render_chat(&self.messages(&shortened, 0), true)?,
-            )?;
-            return if ids.len() <= budget {
-                Ok(ids)
-            } else {
-                Err(InferenceError::InvalidRequest(format!(
-                    "the prompt does not fit in {budget} tokens even truncated"
-                )))
-            };
-        }
+        let system = self.config.system_prompt.as_deref();
+        fitted_prompt(&self.codec, system, context, self.prompt_budget(), 0).map(|(_, ids)| ids)
     }
 
     /// Replies to several episodes at once (one batch).

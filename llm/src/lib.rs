@@ -22,6 +22,7 @@ pub mod tokenizer;
 
 pub use agent::{
     DEFAULT_SYSTEM_PROMPT, OnnxPolicy, OnnxPolicyConfig, action_text, episode_messages,
+    fitted_prompt,
 };
 pub use checkpoint::convert_checkpoint;
 pub use error::{InferenceError, Result};

@@ -130,6 +130,23 @@ impl Sampler {
     }
 }
 
+/// `log_softmax(logits / temperature)` over the whole vocabulary, in f64: the untruncated
+/// distribution a sampler's truncation starts from (and the reference the tests compare the
+/// engine's log-probs with).
+pub fn log_softmax(logits: &[f32], temperature: f64) -> Vec<f64> {
+    let max = logits
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &l| m.max(f64::from(l) / temperature));
+    let total: f64 = logits
+        .iter()
+        .map(|&l| (f64::from(l) / temperature - max).exp())
+        .sum();
+    logits
+        .iter()
+        .map(|&l| f64::from(l) / temperature - max - total.ln())
+        .collect()
+}
+
 /// Index of the largest value (the first one on ties).
 pub fn argmax(values: &[f32]) -> usize {
     let mut best = 0;
@@ -145,14 +162,6 @@ pub fn argmax(values: &[f32]) -> usize {
 mod tests {
     use super::*;
     use rand::SeedableRng;
-
-    fn log_softmax(logits: &[f32], t: f64) -> Vec<f64> {
-        let m = logits
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64 / t));
-        let s: f64 = logits.iter().map(|&l| (l as f64 / t - m).exp()).sum();
-        logits.iter().map(|&l| l as f64 / t - m - s.ln()).collect()
-    }
 
     #[test]
     fn greedy_picks_the_argmax_with_its_untempered_logprob() {

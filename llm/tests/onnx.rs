@@ -37,11 +37,7 @@ fn load(precision: &str) -> (DecoderModel, TextCodec) {
 }
 
 fn log_softmax_at(logits: &[f32], token: usize) -> f64 {
-    let max = logits
-        .iter()
-        .fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64));
-    let sum: f64 = logits.iter().map(|&l| (l as f64 - max).exp()).sum();
-    logits[token] as f64 - max - sum.ln()
+    frognano_llm::sampling::log_softmax(logits, 1.0)[token]
 }
 
 fn argmax(values: &[f32]) -> usize {

@@ -730,3 +730,80 @@ fn the_official_openai_client_works() {
         "openai_client.py failed:\n{stdout}\n{stderr}"
     );
 }
+
+/// An episode of `turns` turns, each observation long enough to fill a small context.
+fn long_episode(turns: usize) -> frognano_core::PolicyContext {
+    use frognano_core::{Action, Observation, PolicyContext, Turn};
+    PolicyContext {
+        task_id: "t".into(),
+        initial: Observation {
+            text: "Fix the failing test of the parser.".into(),
+            ..Observation::default()
+        },
+        history: (0..turns)
+            .map(|i| Turn {
+                action: Action::Text {
+                    text: format!("view src/module_{i}.py"),
+                },
+                observation: Observation {
+                    text: format!("line {i}: value = compute(x, y) + offset\n").repeat(6),
+                    ..Observation::default()
+                },
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn completions_prompts_are_fitted_to_max_prompt_tokens() {
+    use frognano_core::Policy;
+    use frognano_serve::{HttpApi, HttpPolicy, HttpPolicyConfig};
+    let server = shared();
+    let policy_with = |max_prompt_tokens: usize| {
+        HttpPolicy::new(HttpPolicyConfig {
+            api: HttpApi::Completions,
+            chat_template_dir: Some(tiny().clone()),
+            token_id_prompts: true,
+            max_prompt_tokens,
+            generation: frognano_llm::GenerationOptions::greedy(4),
+            ..HttpPolicyConfig::new(server.url(), MODEL_NAME)
+        })
+        .expect("policy")
+    };
+    let context = long_episode(12);
+    let unlimited = policy_with(0)
+        .act(std::slice::from_ref(&context))
+        .expect("act")
+        .remove(0);
+    let whole = unlimited.prompt_ids.expect("prompt ids").len();
+    let budget = 160;
+    assert!(
+        whole > budget,
+        "the episode must exceed the budget: {whole}"
+    );
+    let fitted = policy_with(budget)
+        .act(std::slice::from_ref(&context))
+        .expect("act")
+        .remove(0);
+    assert!(fitted.error.is_none(), "{:?}", fitted.error);
+    let ids = fitted.prompt_ids.expect("prompt ids");
+    assert!(ids.len() <= budget, "{} > {budget}", ids.len());
+    // The newest turns are kept: the prompt ends as the whole one does.
+    let tail = 20;
+    assert_eq!(ids[ids.len() - tail..], unlimited_tail(&context, tail)[..]);
+    // Counting tokens needs the tokenizer that renders the prompt.
+    let chat = HttpPolicy::new(HttpPolicyConfig {
+        max_prompt_tokens: budget,
+        ..HttpPolicyConfig::new(server.url(), MODEL_NAME)
+    })
+    .expect_err("chat API with a token budget");
+    assert!(chat.to_string().contains("max_prompt_tokens"), "{chat}");
+}
+
+/// The last `n` prompt ids of `context` rendered whole with the tiny model's chat template.
+fn unlimited_tail(context: &frognano_core::PolicyContext, n: usize) -> Vec<u32> {
+    let codec = TextCodec::load(tiny()).expect("codec");
+    let (_, ids) =
+        frognano_llm::fitted_prompt(&codec, None, context, usize::MAX, 0).expect("render");
+    ids[ids.len() - n..].to_vec()
+}

@@ -61,12 +61,13 @@ pub struct LanguageModelConfig {
 
 /// A served model the rollouts go through (`[policy.rollout_server]`): a
 /// `frognano serve --allow-reload` on this machine serving the same start model (the fp32
-/// folder); the trainer's rollouts go through it with [`HttpPolicy`] (the chat API, with the
+/// folder); the trainer's rollouts go through it with [`HttpPolicy`] (with the
 /// policy's `generation` and `system_prompt`), and after every update the new weights are
 /// loaded into it through `/v1/frognano/reload`. The server must return the prompt and reply
 /// token ids and log-probs (vLLM's `return_token_ids`, which `frognano serve` supports); a
-/// reply without them stops training with an error. `max_prompt_tokens` does not apply: a
-/// prompt longer than the server's context fails its episode.
+/// reply without them stops training with an error. The prompts are rendered here with the
+/// start folder's chat template, fitted to `max_prompt_tokens` like local rollouts', and sent
+/// as token ids on the completions API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutServer {
@@ -426,10 +427,16 @@ impl Rollouts {
             return Ok(Rollouts::Local(Box::new(policy)));
         };
         let api_key = server.api_key()?;
+        // The completions API with the prompt rendered here, from the start folder's tokenizer
+        // and chat template, and sent as token ids: the server runs exactly the recorded ids,
+        // and the prompt is fitted to `max_prompt_tokens` as local rollouts fit theirs.
         let http = HttpPolicyConfig {
             base_url: server.url.trim().to_string(),
             model: server.model.clone(),
-            api: HttpApi::Chat,
+            api: HttpApi::Completions,
+            chat_template_dir: Some(start.to_path_buf()),
+            token_id_prompts: true,
+            max_prompt_tokens: config.max_prompt_tokens,
             tool_calls: false,
             // The key is sent by name of its variable; none named: none sent.
             api_key_env: server.api_key_env.clone().unwrap_or_default(),

@@ -591,8 +591,9 @@ class HttpPolicy:
     """A model behind an OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp's server,
     frognano serve) acting through the environment's tool protocol; usable wherever a policy is
     taken. It does not learn. options: api, tool_calls, api_key_env, generation, logprobs,
-    system_prompt, max_prompt_chars, concurrency, timeout_s, connect_timeout_s, retries,
-    backoff_s, max_reply_bytes, chat_template_dir, token_id_prompts, extra_body."""
+    system_prompt, max_prompt_chars, max_prompt_tokens (completions with chat_template_dir),
+    concurrency, timeout_s, connect_timeout_s, retries, backoff_s, max_reply_bytes,
+    chat_template_dir, token_id_prompts, extra_body."""
 
     def __new__(
         cls, base_url: str, model: str, *, check: bool = True, **options: Any

@@ -65,6 +65,11 @@ pub struct HttpPolicyConfig {
     pub system_prompt: Option<String>,
     /// Longest prompt in characters; older turns are dropped to fit (0: no limit).
     pub max_prompt_chars: usize,
+    /// Completions with `chat_template_dir` only: longest prompt in tokens of that tokenizer;
+    /// older turns (then the end of the first observation) are dropped to fit, as a local
+    /// [`frognano_llm::OnnxPolicy`] fits its context ([`frognano_llm::fitted_prompt`]), so that
+    /// a long episode is cut here instead of failing with the server's 400 (0: no limit).
+    pub max_prompt_tokens: usize,
     /// Most requests in flight at once.
     pub concurrency: usize,
     /// Seconds a request may take, the whole reply included.
@@ -101,6 +106,7 @@ impl Default for HttpPolicyConfig {
             logprobs: true,
             system_prompt: None,
             max_prompt_chars: 0,
+            max_prompt_tokens: 0,
             concurrency: 8,
             timeout_s: 300.0,
             connect_timeout_s: 10.0,
@@ -180,6 +186,15 @@ impl HttpPolicyConfig {
             return Err(ServeError::invalid(
                 "tool_calls",
                 "native tool calls need the chat API (api = \"chat\")",
+            ));
+        }
+        if self.max_prompt_tokens > 0
+            && (self.api != HttpApi::Completions || self.chat_template_dir.is_none())
+        {
+            return Err(ServeError::invalid(
+                "max_prompt_tokens",
+                "counting prompt tokens needs the tokenizer that renders the prompt: the \
+                 completions API with chat_template_dir (with the chat API, use max_prompt_chars)",
             ));
         }
         let mut base = self.base_url.trim_end_matches('/').to_string();
@@ -420,8 +435,20 @@ impl HttpPolicy {
                     .collect();
                 match &self.codec {
                     Some(codec) => {
-                        let text = codec.render_chat(&chat, true)?;
-                        let ids = codec.encode(&text)?;
+                        // The same chat, with at least the turns the character budget dropped
+                        // left out, fitted to the token budget.
+                        let skipped = context.history.len().saturating_sub((chat.len() - 2) / 2);
+                        let budget = match self.config.max_prompt_tokens {
+                            0 => usize::MAX,
+                            tokens => tokens,
+                        };
+                        let (text, ids) = frognano_llm::fitted_prompt(
+                            codec,
+                            self.config.system_prompt.as_deref(),
+                            context,
+                            budget,
+                            skipped,
+                        )?;
                         if self.config.token_id_prompts {
                             body.insert("prompt".into(), json!(ids));
                         } else {
