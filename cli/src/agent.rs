@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use frognano_core::{Policy, RepoSource, Task, TestOutcome};
 use frognano_env::{EnvConfig, RepoEnv, patch};
-use frognano_policy::llm::{GenerationOptions, OnnxPolicy, OnnxPolicyConfig};
+use frognano_policy::llm::{OnnxPolicy, OnnxPolicyConfig};
 use frognano_policy::{HttpPolicy, HttpPolicyConfig};
 use frognano_sandbox::TestRequest;
 
@@ -41,14 +41,8 @@ pub struct AgentArgs {
     /// Most actions.
     #[arg(long, default_value_t = 20)]
     max_steps: usize,
-    /// Most tokens per reply.
-    #[arg(long, default_value_t = 384)]
-    max_new_tokens: usize,
-    /// Sampling temperature (0: greedy).
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    generation: crate::models::GenerationArgs,
     /// What to fix, in words (default: the failing tests and their messages).
     #[arg(long)]
     statement: Option<String>,
@@ -71,12 +65,7 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
     let repo = std::fs::canonicalize(&args.repo)
         .with_context(|| format!("resolve {}", args.repo.display()))?;
-    let generation = GenerationOptions {
-        max_new_tokens: args.max_new_tokens,
-        temperature: args.temperature,
-        seed: args.seed,
-        ..GenerationOptions::default()
-    };
+    let generation = args.generation.options(384);
     let mut policy: Box<dyn Policy> = match &args.endpoint {
         Some(endpoint) => {
             let bar = spinner("server");

@@ -14,7 +14,6 @@ use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, RepoEnv, patch, repo, taskset};
 use frognano_policy::OraclePolicy;
 use frognano_policy::PolicySpec;
-use frognano_policy::llm::GenerationOptions;
 use frognano_sandbox::{Sandbox, workspace};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -46,21 +45,12 @@ pub struct EvalArgs {
     /// Observation characters per episode.
     #[arg(long, default_value_t = EnvConfig::default().max_observation_chars)]
     max_observation_chars: usize,
-    /// Sampling temperature of a model policy (onnx: or openai:) (0: greedy).
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    /// Most tokens per reply of a model policy (onnx: or openai:).
-    #[arg(long, default_value_t = 384)]
-    max_new_tokens: usize,
-    /// Sampling seed of a model policy (onnx: or openai:).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// How a model policy (onnx: or openai:) samples its replies.
+    #[command(flatten)]
+    generation: crate::models::GenerationArgs,
     /// Episodes per task (useful with --temperature above 0).
     #[arg(long, default_value_t = 1)]
     samples: usize,
-    /// Stop string of a model policy's replies (repeatable); the reply ends before it.
-    #[arg(long = "stop")]
-    stop: Vec<String>,
     /// System prompt of a model policy (default: the policy's).
     #[arg(long)]
     system_prompt: Option<String>,
@@ -142,13 +132,7 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
         let report = eval_on_cluster(args, &tasks)?;
         return print_report(args, tasks.len(), &report);
     }
-    let generation = GenerationOptions {
-        max_new_tokens: args.max_new_tokens,
-        temperature: args.temperature,
-        seed: args.seed,
-        stop: args.stop.clone(),
-        ..GenerationOptions::default()
-    };
+    let generation = args.generation.options(384);
     let mut policy = match &spec {
         PolicySpec::Onnx { model } | PolicySpec::Http { model, .. } => {
             let bar = crate::models::spinner(model);
@@ -217,17 +201,14 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
 /// The evaluation on a Ray cluster: episodes stream back in task order, the records go to
 /// `--out` as they come, and the report is made from them as a local run's is.
 fn eval_on_cluster(args: &EvalArgs, tasks: &[Task]) -> anyhow::Result<frognano_env::EvalReport> {
-    if args.temperature != 0.0
-        || args.max_new_tokens != 384
-        || args.seed != 0
+    if !args.generation.is_default()
         || args.max_observation_chars != EnvConfig::default().max_observation_chars
-        || !args.stop.is_empty()
         || args.system_prompt.is_some()
         || args.first_observation != FirstObservationArg::Full
     {
         bail!(
             "--ray runs with the default model settings and observation budget: leave out \
-             --temperature, --max-new-tokens, --seed, --stop, --system-prompt, \
+             --temperature, --top-k, --top-p, --max-new-tokens, --seed, --stop, --system-prompt, \
              --first-observation and --max-observation-chars, or evaluate without --ray"
         );
     }

@@ -229,6 +229,55 @@ pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How a model's replies are sampled: the options of `frognano generate`, `eval` and `agent`,
+/// read into [`GenerationOptions`] in one place.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct GenerationArgs {
+    /// Most tokens per reply (default: 128 for generate, 384 for eval and agent).
+    #[arg(long)]
+    max_new_tokens: Option<usize>,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Keep only the k most likely tokens when sampling (0: all).
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Keep the smallest set of most likely tokens whose probability reaches p (1: all).
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Sampling seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop string (repeatable); a reply ends before it.
+    #[arg(long = "stop")]
+    stop: Vec<String>,
+}
+
+impl GenerationArgs {
+    /// The options, with `default_max_new_tokens` where `--max-new-tokens` is not given.
+    pub fn options(&self, default_max_new_tokens: usize) -> GenerationOptions {
+        GenerationOptions {
+            max_new_tokens: self.max_new_tokens.unwrap_or(default_max_new_tokens),
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            seed: self.seed,
+            stop: self.stop.clone(),
+            stop_token_ids: None,
+        }
+    }
+
+    /// Whether every option is left at its default.
+    pub fn is_default(&self) -> bool {
+        self.max_new_tokens.is_none()
+            && self.temperature == 0.0
+            && self.top_k == 0
+            && self.top_p == 1.0
+            && self.seed == 0
+            && self.stop.is_empty()
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
     /// Model folder or registry name (`smollm2-135m`, `smollm2-135m:fp32`).
@@ -240,20 +289,8 @@ pub struct GenerateArgs {
     /// Use the prompt as raw text instead of a user message in the chat template.
     #[arg(long)]
     raw: bool,
-    #[arg(long, default_value_t = 128)]
-    max_new_tokens: usize,
-    /// 0: greedy.
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    #[arg(long, default_value_t = 0)]
-    top_k: usize,
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Stop strings.
-    #[arg(long)]
-    stop: Vec<String>,
+    #[command(flatten)]
+    generation: GenerationArgs,
     /// Print each row as JSON (token ids, log-probs, finish reason) and the timing.
     #[arg(long)]
     json: bool,
@@ -275,15 +312,7 @@ pub fn generate_command(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
             codec.encode(&text)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let options = GenerationOptions {
-        max_new_tokens: args.max_new_tokens,
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        seed: args.seed,
-        stop: args.stop.clone(),
-        stop_token_ids: None,
-    };
+    let options = args.generation.options(128);
     let (generations, timing) =
         generate(&mut model, &codec, &prompts, &options).context("generation failed")?;
     for generation in &generations {

@@ -150,50 +150,13 @@ fn bad_settings_bad_batches_and_failed_requests_are_clear_errors() {
 fn a_policy_checkpoint_restores_the_same_weights() {
     let model = tiny_fp32();
     let work = tempfile::tempdir().expect("work");
-    let config = LanguageModelConfig {
-        model: model.display().to_string(),
-        generation: frognano_llm::GenerationOptions {
-            temperature: 1.0,
-            ..frognano_llm::GenerationOptions::greedy(8)
-        },
-        learner: settings(json!({"learning_rate": 1e-2, "seed": 3, "mask_length_limited": false})),
-        ..LanguageModelConfig::default()
-    };
+    let config = sampled_config(&model);
     let quiet = |_: &str| {};
     let mut policy =
         LanguageModelPolicy::new(&config, &model, work.path(), &quiet).expect("policy");
-    let contexts = vec![
-        frognano_core::PolicyContext {
-            task_id: "t".into(),
-            initial: frognano_core::Observation {
-                text: "Problem: fix add() in calc.py".into(),
-                is_error: false,
-                test_run: None,
-            },
-            history: Vec::new(),
-        };
-        2
-    ];
     use frognano_core::Policy;
-    let outputs = policy.act(&contexts).expect("act");
-    let batch = frognano_core::TrainingBatch {
-        iteration: 0,
-        estimator: "grpo".into(),
-        group_size: 2,
-        trajectories: outputs
-            .iter()
-            .enumerate()
-            .map(|(i, o)| frognano_core::Trajectory {
-                task_id: "t".into(),
-                group: 0,
-                reward: i as f64,
-                advantage: if i == 0 { -1.0 } else { 1.0 },
-                resolved: i == 1,
-                truncated: false,
-                steps: vec![frognano_core::StepSample::from_output(o, String::new())],
-            })
-            .collect(),
-    };
+    let outputs = policy.act(&two_contexts()).expect("act");
+    let batch = one_group(&outputs);
     assert!(TokenBatch::from_batch(&batch).is_ok());
     let stats = policy.learn(&batch).expect("learn");
     assert!(
@@ -218,6 +181,20 @@ fn a_policy_checkpoint_restores_the_same_weights() {
     broken.trajectories[0].steps[0].prompt_ids = None;
     let err = policy.learn(&broken).expect_err("no prompt ids");
     assert!(err.to_string().contains("prompt ids"), "{err}");
+}
+
+/// The tiny model at `model`, sampled at temperature 1 (8 tokens a reply), with a learner that
+/// moves its weights visibly in one update.
+fn sampled_config(model: &std::path::Path) -> LanguageModelConfig {
+    LanguageModelConfig {
+        model: model.display().to_string(),
+        generation: frognano_llm::GenerationOptions {
+            temperature: 1.0,
+            ..frognano_llm::GenerationOptions::greedy(8)
+        },
+        learner: settings(json!({"learning_rate": 1e-2, "seed": 3, "mask_length_limited": false})),
+        ..LanguageModelConfig::default()
+    }
 }
 
 /// Two episodes of one task, the way the loop asks the policy.
@@ -274,14 +251,8 @@ fn rollouts_through_a_served_model_reload_every_update() {
     .expect("start the rollout server");
     let work = tempfile::tempdir().expect("work");
     let config = LanguageModelConfig {
-        model: model.display().to_string(),
-        generation: frognano_llm::GenerationOptions {
-            temperature: 1.0,
-            ..frognano_llm::GenerationOptions::greedy(8)
-        },
-        learner: settings(json!({"learning_rate": 1e-2, "seed": 3, "mask_length_limited": false})),
         rollout_server: Some(RolloutServer::new(server.url(), server.model_name())),
-        ..LanguageModelConfig::default()
+        ..sampled_config(&model)
     };
     let quiet = |_: &str| {};
     let mut policy =

@@ -104,6 +104,7 @@ this file has no package and they are top-level modules of its folder.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -118,65 +119,30 @@ MODULE_DIR = Path(__file__).resolve().parent
 if not __package__ and str(MODULE_DIR) not in sys.path:
     sys.path.append(str(MODULE_DIR))
 
-if __package__:  # frognano.torch_learner
-    from ._learner_batch import (  # noqa: F401
-        BATCH_FORMAT, BATCH_TENSORS, BATCH_VERSION, GREEDY_TEMPERATURE, MAX_LOGPROB,
-        OPTIONAL_STEP_TENSORS, build_batch, load_batch, trained_token_mask, validate_batch,
-        write_batch,
-    )
-    from ._learner_common import (  # noqa: F401
-        BatchError, ConfigError, LearnerError, ModelError, _atomic_write_text, _one_line,
-        _torch, log,
-    )
-    from ._learner_config import (  # noqa: F401
-        DEFAULT_TARGET_MODULES, NORMALIZATIONS, LearnerConfig,
-    )
-    from ._learner_model import (  # noqa: F401
-        TorchLearner, _disable_dropout, seed_everything,
-    )
-    from ._learner_objective import (  # noqa: F401
-        MAX_LOG_RATIO, STATS_DOC, _empty_stats, _truncate_logits,
-    )
-    from ._learner_policy import (  # noqa: F401
-        LearningOnnxPolicy,
-    )
-    from ._learner_serve import (  # noqa: F401
-        Server, _error_kind, _parse_config_arg, _sanitize,
-    )
-    from ._learner_weights import (  # noqa: F401
-        CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CONVERTER_ENV, TOKENIZER_FILES,
-        _load_converter,
-    )
-else:
-    from _learner_batch import (  # noqa: F401
-        BATCH_FORMAT, BATCH_TENSORS, BATCH_VERSION, GREEDY_TEMPERATURE, MAX_LOGPROB,
-        OPTIONAL_STEP_TENSORS, build_batch, load_batch, trained_token_mask, validate_batch,
-        write_batch,
-    )
-    from _learner_common import (  # noqa: F401
-        BatchError, ConfigError, LearnerError, ModelError, _atomic_write_text, _one_line,
-        _torch, log,
-    )
-    from _learner_config import (  # noqa: F401
-        DEFAULT_TARGET_MODULES, NORMALIZATIONS, LearnerConfig,
-    )
-    from _learner_model import (  # noqa: F401
-        TorchLearner, _disable_dropout, seed_everything,
-    )
-    from _learner_objective import (  # noqa: F401
-        MAX_LOG_RATIO, STATS_DOC, _empty_stats, _truncate_logits,
-    )
-    from _learner_policy import (  # noqa: F401
-        LearningOnnxPolicy,
-    )
-    from _learner_serve import (  # noqa: F401
-        Server, _error_kind, _parse_config_arg, _sanitize,
-    )
-    from _learner_weights import (  # noqa: F401
-        CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CONVERTER_ENV, TOKENIZER_FILES,
-        _load_converter,
-    )
-
+# The parts, and the names this module re-exports from each (its public surface and what the
+# tests reach through it): imported relatively inside the package (frognano.torch_learner), as
+# top-level modules beside this file otherwise.
+_PARTS = {
+    "_learner_batch": (
+        "BATCH_FORMAT", "BATCH_TENSORS", "BATCH_VERSION", "GREEDY_TEMPERATURE", "MAX_LOGPROB",
+        "OPTIONAL_STEP_TENSORS", "build_batch", "load_batch", "trained_token_mask",
+        "validate_batch", "write_batch"),
+    "_learner_common": (
+        "BatchError", "ConfigError", "LearnerError", "ModelError", "_atomic_write_text",
+        "_one_line", "_torch", "log"),
+    "_learner_config": ("DEFAULT_TARGET_MODULES", "NORMALIZATIONS", "LearnerConfig"),
+    "_learner_model": ("TorchLearner", "_disable_dropout", "seed_everything"),
+    "_learner_objective": ("MAX_LOG_RATIO", "STATS_DOC", "_empty_stats", "_truncate_logits"),
+    "_learner_policy": ("LearningOnnxPolicy",),
+    "_learner_serve": ("Server", "_error_kind", "_parse_config_arg", "_sanitize"),
+    "_learner_weights": (
+        "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "CONVERTER_ENV", "TOKENIZER_FILES",
+        "_load_converter"),
+}
+for _module, _names in _PARTS.items():
+    _part = importlib.import_module(f".{_module}", __package__) if __package__ else importlib.import_module(_module)
+    globals().update({name: getattr(_part, name) for name in _names})
+del _module, _names, _part
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])

@@ -44,3 +44,16 @@ def run_example(name, *args, timeout=600):
     assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
+
+class RecordingSource:
+    """A task source for TaskSampler that keeps the outcomes it is fed back."""
+
+    def __init__(self, tasks):
+        self.tasks = list(tasks)
+        self.outcomes = []
+
+    def propose(self, n):
+        return self.tasks[:n]
+
+    def feedback(self, outcomes):
+        self.outcomes.extend(outcomes)

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from integration_support import TASKS, framework, run_example
+from integration_support import RecordingSource, TASKS, framework, run_example
 
 gem = framework("gem")
 
@@ -18,20 +18,6 @@ import frognano  # noqa: E402
 from frognano.integrations import TaskSampler, fix_actions  # noqa: E402
 from frognano.integrations import gem as fg  # noqa: E402
 from gem.wrappers.wrapper_factory import get_wrapper_fns  # noqa: E402
-
-
-class RecordingSource:
-    """A task source for TaskSampler that keeps the outcomes it is fed back."""
-
-    def __init__(self, tasks):
-        self.tasks = list(tasks)
-        self.outcomes = []
-
-    def propose(self, n):
-        return self.tasks[:n]
-
-    def feedback(self, outcomes):
-        self.outcomes.extend(outcomes)
 
 
 def test_gem_make_builds_the_env_and_the_reference_fix_resolves_the_task(tasks):

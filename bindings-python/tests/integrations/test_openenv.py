@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from integration_support import TASKS, framework, run_example
+from integration_support import RecordingSource, TASKS, framework, run_example
 
 openenv = framework("openenv", "openenv.core")
 
@@ -25,20 +25,6 @@ from frognano.integrations.openenv import (FrogNanoAction, FrogNanoEnvClient, Fr
                                            FrogNanoObservation, FrogNanoState, create_app, start_server)
 from openenv.core import GenericEnvClient  # noqa: E402
 from serving import free_port  # noqa: E402
-
-
-class RecordingSource:
-    """A task source for TaskSampler that keeps the outcomes it is fed back."""
-
-    def __init__(self, tasks):
-        self.tasks = list(tasks)
-        self.outcomes = []
-
-    def propose(self, n):
-        return self.tasks[:n]
-
-    def feedback(self, outcomes):
-        self.outcomes.extend(outcomes)
 
 
 @pytest.fixture(scope="module")

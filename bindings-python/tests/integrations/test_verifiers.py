@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from integration_support import REQUIRED, TASKS, framework, run_example
+from integration_support import REQUIRED, RecordingSource, TASKS, framework, run_example
 
 framework("verifiers")
 
@@ -92,20 +92,6 @@ class ScriptedModel:
         finally:
             self.httpd.shutdown()
             self.httpd.server_close()
-
-
-class RecordingSource:
-    """A task source for TaskSampler that keeps the outcomes it is fed back."""
-
-    def __init__(self, tasks):
-        self.tasks = list(tasks)
-        self.outcomes = []
-
-    def propose(self, n):
-        return self.tasks[:n]
-
-    def feedback(self, outcomes):
-        self.outcomes.extend(outcomes)
 
 
 def _context(url, max_tokens=12):

@@ -15,7 +15,7 @@ from importlib.metadata import version
 
 import pytest
 
-from integration_support import REQUIRED, TASKS, run_example
+from integration_support import REQUIRED, RecordingSource, TASKS, run_example
 
 try:
     import verifiers as vf
@@ -53,20 +53,6 @@ def server(tiny_model):
 def _client(url):
     # verifiers 0.3.1 takes a raw AsyncOpenAI client wrapped in its chat-completions adapter.
     return vf.OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="unused"))
-
-
-class RecordingSource:
-    """A task source for TaskSampler that keeps the outcomes it is fed back."""
-
-    def __init__(self, tasks):
-        self.tasks = list(tasks)
-        self.outcomes = []
-
-    def propose(self, n):
-        return self.tasks[:n]
-
-    def feedback(self, outcomes):
-        self.outcomes.extend(outcomes)
 
 
 def _text(message):

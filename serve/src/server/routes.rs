@@ -305,79 +305,114 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|_| Err(ApiError::internal("request preparation panicked")))
 }
 
-async fn chat_completions(
-    State(state): State<Arc<AppState>>,
+/// What the two generation endpoints differ in: how a request names its log-probs and renders
+/// its prompt. Everything else (parsing, the model check, preparation off the async threads,
+/// queueing and the reply) is [`generation_reply`].
+trait GenerationRequest: serde::de::DeserializeOwned + Send + 'static {
+    /// The endpoint.
+    const API: Api;
+    /// The sampling parameters.
+    fn sampling(&self) -> &super::request::SamplingParams;
+    /// Whether log-probs are asked for, and how many alternatives per token.
+    fn logprobs(&self) -> ApiResult<(bool, usize)>;
+    /// The prompt's token ids.
+    fn prompt(&self, state: &Arc<AppState>) -> ApiResult<Vec<u32>>;
+}
+
+impl GenerationRequest for ChatRequest {
+    const API: Api = Api::Chat;
+
+    fn sampling(&self) -> &super::request::SamplingParams {
+        &self.sampling
+    }
+
+    fn logprobs(&self) -> ApiResult<(bool, usize)> {
+        let top = match self.top_logprobs {
+            None => 0,
+            Some(k) if (0..=20).contains(&k) => k as usize,
+            Some(k) => {
+                return Err(ApiError::bad_request(format!(
+                    "top_logprobs must be in 0..=20, got {k}"
+                )));
+            }
+        };
+        Ok((self.logprobs.unwrap_or(false), top))
+    }
+
+    fn prompt(&self, state: &Arc<AppState>) -> ApiResult<Vec<u32>> {
+        prepare_chat(state, self)
+    }
+}
+
+impl GenerationRequest for CompletionRequest {
+    const API: Api = Api::Completions;
+
+    fn sampling(&self) -> &super::request::SamplingParams {
+        &self.sampling
+    }
+
+    fn logprobs(&self) -> ApiResult<(bool, usize)> {
+        match self.logprobs {
+            None => Ok((false, 0)),
+            Some(k) if (0..=20).contains(&k) => Ok((true, k as usize)),
+            Some(k) => Err(ApiError::bad_request(format!(
+                "logprobs must be in 0..=20, got {k}"
+            ))),
+        }
+    }
+
+    fn prompt(&self, state: &Arc<AppState>) -> ApiResult<Vec<u32>> {
+        prepare_completion(state, self)
+    }
+}
+
+/// Parses a generation request, checks it, prepares its prompt off the async threads, and
+/// answers it.
+async fn generation_reply<R: GenerationRequest>(
+    state: Arc<AppState>,
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Response {
-    let request: ChatRequest = match parse_body(body) {
+    let request: R = match parse_body(body) {
         Ok(request) => request,
         Err(err) => return err.into_response(),
     };
-    if let Err(err) = check_model(&state, request.sampling.model.as_deref()) {
+    if let Err(err) = check_model(&state, request.sampling().model.as_deref()) {
         return err.into_response();
     }
-    let top_logprobs = match request.top_logprobs {
-        None => 0,
-        Some(k) if (0..=20).contains(&k) => k as usize,
-        Some(k) => {
-            return ApiError::bad_request(format!("top_logprobs must be in 0..=20, got {k}"))
-                .into_response();
-        }
+    let (logprobs, top_logprobs) = match request.logprobs() {
+        Ok(asked) => asked,
+        Err(err) => return err.into_response(),
     };
-    let logprobs = request.logprobs.unwrap_or(false);
     let prompt_state = Arc::clone(&state);
     let prepared = blocking(move || {
-        let prompt = prepare_chat(&prompt_state, &request)?;
+        let prompt = request.prompt(&prompt_state)?;
         prepared(
             &prompt_state,
             prompt,
-            &request.sampling,
+            request.sampling(),
             logprobs,
             top_logprobs,
         )
     })
     .await;
     match prepared {
-        Ok(prepared) => respond(state, Api::Chat, prepared).await,
+        Ok(prepared) => respond(state, R::API, prepared).await,
         Err(err) => err.into_response(),
     }
+}
+
+async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Response {
+    generation_reply::<ChatRequest>(state, body).await
 }
 
 async fn completions(
     State(state): State<Arc<AppState>>,
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Response {
-    let request: CompletionRequest = match parse_body(body) {
-        Ok(request) => request,
-        Err(err) => return err.into_response(),
-    };
-    if let Err(err) = check_model(&state, request.sampling.model.as_deref()) {
-        return err.into_response();
-    }
-    let top_logprobs = match request.logprobs {
-        None => None,
-        Some(k) if (0..=20).contains(&k) => Some(k as usize),
-        Some(k) => {
-            return ApiError::bad_request(format!("logprobs must be in 0..=20, got {k}"))
-                .into_response();
-        }
-    };
-    let prompt_state = Arc::clone(&state);
-    let prepared = blocking(move || {
-        let prompt = prepare_completion(&prompt_state, &request)?;
-        prepared(
-            &prompt_state,
-            prompt,
-            &request.sampling,
-            top_logprobs.is_some(),
-            top_logprobs.unwrap_or(0),
-        )
-    })
-    .await;
-    match prepared {
-        Ok(prepared) => respond(state, Api::Completions, prepared).await,
-        Err(err) => err.into_response(),
-    }
+    generation_reply::<CompletionRequest>(state, body).await
 }
 
 /// Queues the request and answers it, at once as JSON or as a stream of events.
