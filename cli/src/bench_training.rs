@@ -45,10 +45,10 @@ pub struct BenchCurriculumArgs {
 #[derive(Args, Debug)]
 pub struct BenchLearningArgs {
     /// The language-model training configuration every run shares (its curriculum and seed
-    /// are set per run). The default is the bundled benchmark configuration, a shorter
-    /// `examples/train/llm.toml`; run from the root of a FrogNano checkout or name one.
-    #[arg(long, default_value = "examples/train/llm_bench.toml")]
-    config: PathBuf,
+    /// are set per run). Default: the main job's, examples/train/main.toml of a FrogNano
+    /// checkout.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Seeds: each has its own held-out set, on which every method is measured.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     seeds: Vec<u64>,
@@ -379,14 +379,11 @@ fn optional_rate(value: Option<f64>) -> String {
 /// seeds at equal rollouts, each seed measured on its own held-out set before and after.
 pub fn bench_learning(args: &BenchLearningArgs) -> anyhow::Result<ExitCode> {
     let methods = methods_of(&args.methods)?;
-    if !args.config.is_file() {
-        bail!(
-            "no configuration at {}: run from the root of a FrogNano checkout (which has \
-             examples/train/llm_bench.toml) or name one with --config",
-            args.config.display()
-        );
-    }
-    let base = config_of(Some(&args.config), None, args.iterations, None)?;
+    let config = match &args.config {
+        Some(path) => path.clone(),
+        None => frognano_train::bundled_main_config()?,
+    };
+    let base = config_of(Some(&config), None, args.iterations, None)?;
     print!("learning benchmark: ");
     let result = experiment(
         base,

@@ -21,8 +21,10 @@ use crate::{ImageArgs, open_sandbox};
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// TOML configuration (every field optional; see docs/training.md). Without it: the
-    /// bundled repair policy on the sample repositories with the frontier synthesizer.
+    /// TOML configuration (every field optional; see docs/training.md). Without it: the main
+    /// job, examples/train/main.toml of a FrogNano checkout (SmolLM2-135M trained with RL on
+    /// the sample repositories at the frontier, about 20 minutes on two cores; the first run
+    /// installs the PyTorch learner's environment).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Output directory (metrics.jsonl, checkpoint.json, curves.png, eval.jsonl). An existing
@@ -410,8 +412,13 @@ fn train_on_cluster(
 
 /// `frognano train`.
 pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
+    // Without a configuration: the main job's.
+    let file = match &args.config {
+        Some(path) => path.clone(),
+        None => frognano_train::bundled_main_config()?,
+    };
     let mut config = config_of(
-        args.config.as_deref(),
+        Some(&file),
         args.curriculum.as_deref(),
         args.iterations,
         args.seed,

@@ -286,33 +286,54 @@ fn expand_corpora(repos: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// configuration that names no repositories trains on.
 pub const BUNDLED_REPOS: [&str; 3] = ["textkit", "tinyparse", "ordstructs"];
 
+/// The bundled file or folder at `relative` (a path under the root of a FrogNano checkout):
+/// under the current directory, else under the source tree this library was built from; the
+/// first root that holds every one of `relatives` wins.
+fn bundled(relatives: &[PathBuf]) -> Option<Vec<PathBuf>> {
+    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    [PathBuf::from("."), source_tree].iter().find_map(|root| {
+        let paths: Vec<PathBuf> = relatives.iter().map(|r| root.join(r)).collect();
+        paths.iter().all(|p| p.exists()).then(|| {
+            paths
+                .iter()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+                .collect()
+        })
+    })
+}
+
 /// The bundled sample repositories ([`BUNDLED_REPOS`]): under `examples/repos` of the current
 /// directory, else of the source tree this library was built from. A
 /// [`TrainError::Config`] naming what to do when neither holds them all.
 pub fn bundled_repos() -> Result<Vec<PathBuf>> {
-    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let roots = [PathBuf::from("."), source_tree];
-    for root in &roots {
-        let repos: Vec<PathBuf> = BUNDLED_REPOS
-            .iter()
-            .map(|name| root.join("examples").join("repos").join(name))
-            .collect();
-        if repos.iter().all(|r| r.is_dir()) {
-            return repos
-                .iter()
-                .map(|r| {
-                    std::path::absolute(r)
-                        .map_err(TrainError::io(format!("resolve {}", r.display())))
-                })
-                .collect();
-        }
-    }
-    Err(TrainError::Config(format!(
-        "no repositories given and the bundled examples/repos/{{{}}} were not found: name \
-         `repos` in the configuration (Python repositories whose test suites pass), or run \
-         from the root of a FrogNano checkout",
-        BUNDLED_REPOS.join(",")
-    )))
+    let relatives: Vec<PathBuf> = BUNDLED_REPOS
+        .iter()
+        .map(|name| Path::new("examples").join("repos").join(name))
+        .collect();
+    bundled(&relatives).ok_or_else(|| {
+        TrainError::Config(format!(
+            "no repositories given and the bundled examples/repos/{{{}}} were not found: name \
+             `repos` in the configuration (Python repositories whose test suites pass), or run \
+             from the root of a FrogNano checkout",
+            BUNDLED_REPOS.join(",")
+        ))
+    })
+}
+
+/// The main job's configuration, `examples/train/main.toml` (a language model trained with RL
+/// on the bundled repositories; what `frognano train` runs without `--config` and `frognano
+/// bench learning` compares curricula with), found as [`bundled_repos`] finds the repositories.
+pub fn bundled_main_config() -> Result<PathBuf> {
+    let relative = Path::new("examples").join("train").join("main.toml");
+    bundled(std::slice::from_ref(&relative))
+        .and_then(|mut found| found.pop())
+        .ok_or_else(|| {
+            TrainError::Config(
+                "no configuration given and the bundled examples/train/main.toml was not found: \
+                 name one with --config, or run from the root of a FrogNano checkout"
+                    .into(),
+            )
+        })
 }
 
 /// What the job reports along the way.
