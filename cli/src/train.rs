@@ -23,8 +23,8 @@ use crate::{ImageArgs, open_sandbox};
 pub struct TrainArgs {
     /// TOML configuration (every field optional; see docs/training.md). Without it: the main
     /// job, examples/train/main.toml of a FrogNano checkout (SmolLM2-135M trained with RL on
-    /// the sample repositories at the frontier, about 20 minutes on two cores; the first run
-    /// installs the PyTorch learner's environment).
+    /// tasks from the sample repositories, 10-20 minutes on two cores; the first run installs
+    /// the PyTorch learner's environment).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Output directory (metrics.jsonl, checkpoint.json, curves.png, eval.jsonl). An existing

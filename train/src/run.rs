@@ -321,7 +321,7 @@ pub fn bundled_repos() -> Result<Vec<PathBuf>> {
 }
 
 /// The main job's configuration, `examples/train/main.toml` (a language model trained with RL
-/// on the bundled repositories; what `frognano train` runs without `--config` and `frognano
+/// on tasks from the bundled repositories; what `frognano train` runs without `--config` and `frognano
 /// bench learning` compares curricula with), found as [`bundled_repos`] finds the repositories.
 pub fn bundled_main_config() -> Result<PathBuf> {
     let relative = Path::new("examples").join("train").join("main.toml");
