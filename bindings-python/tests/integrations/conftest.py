@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 import frognano
-from integration_support import TASKS
+from integration_support import REQUIRED, TASKS
+from serving import cli_path, frognano_serve
 
 
 @pytest.fixture(scope="session")
@@ -24,3 +25,16 @@ def tiny_model(tmp_path_factory):
     a Hugging Face checkpoint with its tokenizer (transformers' from_pretrained)."""
     root = tmp_path_factory.mktemp("tiny-model")
     return Path(frognano.make_tiny_model(root, seed=0, progress=lambda message: None))
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model):
+    """`frognano serve` of the tiny model on a free loopback port (one per module); its /v1 URL."""
+    cli = cli_path()
+    if cli is None:
+        message = "the CLI is not built (cargo build), or set FROGNANO_CLI"
+        if REQUIRED:
+            pytest.fail(message)
+        pytest.skip(message)
+    with frognano_serve(cli, tiny_model) as url:
+        yield url

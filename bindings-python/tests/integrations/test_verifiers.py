@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from integration_support import REQUIRED, RecordingSource, TASKS, framework, run_example
+from integration_support import RecordingSource, TASKS, framework, run_example
 
 framework("verifiers")
 
@@ -27,22 +27,9 @@ import frognano  # noqa: E402
 import verifiers.v1 as vf  # noqa: E402
 from frognano.integrations import TaskSampler, fix_actions  # noqa: E402
 from frognano.integrations import verifiers as fv  # noqa: E402
-from serving import cli_path, frognano_serve  # noqa: E402
+from serving import cli_path  # noqa: E402
 
 pytestmark = pytest.mark.skipif(fv.API != "v1", reason="verifiers < 0.4 serves the v0 API")
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model):
-    """`frognano serve` of the tiny model on a free loopback port; its /v1 URL."""
-    cli = cli_path()
-    if cli is None:
-        message = "the CLI is not built (cargo build), or set FROGNANO_CLI"
-        if REQUIRED:
-            pytest.fail(message)
-        pytest.skip(message)
-    with frognano_serve(cli, tiny_model) as url:
-        yield url
 
 
 class ScriptedModel:

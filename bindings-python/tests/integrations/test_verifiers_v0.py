@@ -34,20 +34,7 @@ from frognano.integrations import TaskSampler, TextEpisode, fix_actions  # noqa:
 from frognano.integrations import verifiers as fv  # noqa: E402
 from frognano.integrations.verifiers import FrogNanoEnv, dataset_rows, load_environment  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
-from serving import cli_path, free_port, frognano_serve  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model):
-    """`frognano serve` of the tiny model on a free loopback port; its /v1 URL."""
-    cli = cli_path()
-    if cli is None:
-        message = "the CLI is not built (cargo build), or set FROGNANO_CLI"
-        if REQUIRED:
-            pytest.fail(message)
-        pytest.skip(message)
-    with frognano_serve(cli, tiny_model) as url:
-        yield url
+from serving import cli_path, free_port  # noqa: E402
 
 
 def _client(url):
