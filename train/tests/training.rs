@@ -305,7 +305,11 @@ fn an_experiment_measures_every_method_of_a_seed_on_that_seeds_held_out_set() {
         assert!(pair[0].resolved_before.is_some());
         assert_eq!(pair[0].resolved_before, pair[1].resolved_before);
         assert_eq!(pair[0].seed, pair[1].seed);
-        assert!(pair.iter().all(|r| r.gain().is_some() && r.rollouts == 4));
+        assert!(pair.iter().all(|r| r.gain().is_some()), "{pair:?}");
+        // The static run has its whole budget (one iteration of 2 tasks x 2 rollouts); the
+        // frontier's may end early when synthesis cannot keep up with so small a task space.
+        assert_eq!(pair[0].rollouts, 4, "{pair:?}");
+        assert!(pair[1].rollouts <= 4, "{pair:?}");
     }
     let frontier = result
         .method(frognano_train::CurriculumKind::Frontier)
