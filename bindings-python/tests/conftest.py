@@ -73,5 +73,16 @@ def ctrl_c():
     return run
 
 
+@pytest.fixture(autouse=True)
+def default_sigint_handler():
+    """Gives every test Python's own SIGINT handler: some frameworks the integration tests drive
+    (in-process Ray drivers, servers) install or ignore SIGINT, also from fixtures of wider
+    scope, and the Ctrl-C tests, and every child process started after, inherit what this
+    process has."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+
+
 def pytest_report_header(config):
     return "frognano %s from %s" % (frognano.__version__, os.path.dirname(frognano.__file__))
