@@ -26,6 +26,21 @@ def cli_path():
     return cli if cli.exists() else None
 
 
+def wait_until_up(process, url, what, wait_s):
+    """Polls `url` until it answers; fails the test (with the process's output) when `process`
+    exits first or `wait_s` seconds pass."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"{what} did not come up: {process.stdout.read()}")
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def frognano_serve(cli, model, *, name="tiny", threads=1, wait_s=60):
     """Serves `model` as `name`; yields the /v1 URL. A graceful stop (SIGTERM) must exit 0."""
@@ -35,16 +50,7 @@ def frognano_serve(cli, model, *, name="tiny", threads=1, wait_s=60):
          "--threads", str(threads)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            urllib.request.urlopen(url + "/models", timeout=2).read()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"frognano serve did not come up: {process.stdout.read()}")
-            time.sleep(0.2)
+    wait_until_up(process, url + "/models", "frognano serve", wait_s)
     try:
         yield url
     finally:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -24,7 +23,7 @@ from frognano.integrations import TaskSampler, fix_actions  # noqa: E402
 from frognano.integrations.openenv import (FrogNanoAction, FrogNanoEnvClient, FrogNanoEnvironment,  # noqa: E402
                                            FrogNanoObservation, FrogNanoState, create_app, start_server)
 from openenv.core import GenericEnvClient  # noqa: E402
-from serving import free_port  # noqa: E402
+from serving import free_port, wait_until_up  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -149,16 +148,7 @@ def test_serve_openenv_serves_in_its_own_process():
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                _json(f"http://127.0.0.1:{port}/health")
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    pytest.fail(f"serve_openenv did not come up: {process.stdout.read()}")
-                time.sleep(0.2)
+        wait_until_up(process, f"http://127.0.0.1:{port}/health", "serve_openenv", 120)
         with GenericEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as env:
             result = env.reset(seed=0)
             assert result.observation["text"].startswith("Fix the bug")
