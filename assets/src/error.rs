@@ -38,13 +38,7 @@ impl AssetError {
     }
 }
 
-frognano_core::impl_into_component_error!(AssetError, "assets");
+frognano_core::impl_kinded_component_error!(AssetError, "assets");
 
 /// `Result` with [`AssetError`].
 pub type Result<T, E = AssetError> = std::result::Result<T, E>;
-
-impl frognano_core::KindedError for AssetError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        AssetError::kind(self)
-    }
-}

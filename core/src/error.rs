@@ -215,6 +215,29 @@ macro_rules! impl_into_component_error {
     };
 }
 
+/// Implements [`KindedError`] for a crate's error type through its inherent `kind()`: the
+/// bindings reach every library error's kind this one way.
+#[macro_export]
+macro_rules! impl_kinded_error {
+    ($error:ty) => {
+        impl $crate::KindedError for $error {
+            fn kind(&self) -> $crate::ErrorKind {
+                <$error>::kind(self)
+            }
+        }
+    };
+}
+
+/// Both [`impl_into_component_error!`] and [`impl_kinded_error!`]: what a crate whose errors
+/// all travel into [`Error`] as the named component's failure needs.
+#[macro_export]
+macro_rules! impl_kinded_component_error {
+    ($error:ty, $component:literal) => {
+        $crate::impl_into_component_error!($error, $component);
+        $crate::impl_kinded_error!($error);
+    };
+}
+
 /// An error of any FrogNano crate, by what kind of failure it is: the one way the bindings
 /// reach every library error's kind (Python's exception class, C's error code), each crate's
 /// error type implementing it beside its definition.

@@ -67,13 +67,7 @@ impl CorpusError {
     }
 }
 
-frognano_core::impl_into_component_error!(CorpusError, "corpus");
+frognano_core::impl_kinded_component_error!(CorpusError, "corpus");
 
 /// `Result` with [`CorpusError`].
 pub type Result<T, E = CorpusError> = std::result::Result<T, E>;
-
-impl frognano_core::KindedError for CorpusError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        CorpusError::kind(self)
-    }
-}

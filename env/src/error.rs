@@ -136,11 +136,7 @@ impl From<EnvError> for frognano_core::Error {
 /// `Result` with [`EnvError`].
 pub type Result<T, E = EnvError> = std::result::Result<T, E>;
 
-impl frognano_core::KindedError for EnvError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        EnvError::kind(self)
-    }
-}
+frognano_core::impl_kinded_error!(EnvError);
 
 #[cfg(test)]
 mod tests {

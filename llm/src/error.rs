@@ -89,8 +89,4 @@ impl From<frognano_assets::AssetError> for InferenceError {
     }
 }
 
-impl frognano_core::KindedError for InferenceError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        InferenceError::kind(self)
-    }
-}
+frognano_core::impl_kinded_error!(InferenceError);

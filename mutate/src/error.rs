@@ -29,8 +29,4 @@ impl MutateError {
     }
 }
 
-impl frognano_core::KindedError for MutateError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        MutateError::kind(self)
-    }
-}
+frognano_core::impl_kinded_error!(MutateError);

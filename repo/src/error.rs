@@ -49,16 +49,10 @@ impl RepoError {
     }
 }
 
-frognano_core::impl_into_component_error!(RepoError, "repository");
+frognano_core::impl_kinded_component_error!(RepoError, "repository");
 
 /// `Result` with [`RepoError`].
 pub type Result<T, E = RepoError> = std::result::Result<T, E>;
-
-impl frognano_core::KindedError for RepoError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        RepoError::kind(self)
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -96,13 +96,7 @@ impl From<frognano_assets::AssetError> for SandboxError {
     }
 }
 
-frognano_core::impl_into_component_error!(SandboxError, "sandbox");
+frognano_core::impl_kinded_component_error!(SandboxError, "sandbox");
 
 /// `Result` with [`SandboxError`].
 pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
-
-impl frognano_core::KindedError for SandboxError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        SandboxError::kind(self)
-    }
-}

@@ -96,15 +96,4 @@ impl ServeError {
     }
 }
 
-impl From<ServeError> for frognano_core::Error {
-    fn from(e: ServeError) -> Self {
-        let kind = e.kind();
-        frognano_core::Error::component("served model", kind, e)
-    }
-}
-
-impl frognano_core::KindedError for ServeError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        ServeError::kind(self)
-    }
-}
+frognano_core::impl_kinded_component_error!(ServeError, "served model");

@@ -70,8 +70,4 @@ impl From<SynthError> for frognano_core::Error {
 /// Result alias of this crate.
 pub type Result<T, E = SynthError> = std::result::Result<T, E>;
 
-impl frognano_core::KindedError for SynthError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        SynthError::kind(self)
-    }
-}
+frognano_core::impl_kinded_error!(SynthError);

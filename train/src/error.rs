@@ -95,8 +95,4 @@ impl From<TrainError> for frognano_core::Error {
 /// `Result` with [`TrainError`].
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;
 
-impl frognano_core::KindedError for TrainError {
-    fn kind(&self) -> frognano_core::ErrorKind {
-        TrainError::kind(self)
-    }
-}
+frognano_core::impl_kinded_error!(TrainError);
