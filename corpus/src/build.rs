@@ -17,6 +17,7 @@ use crate::manifest::{
     ExcludedTest, Failure, FailureKind, MANIFEST_FORMAT, Manifest, Status, TestCounts,
 };
 use crate::spec::{Spec, parse_list};
+use crate::workers::{is_cancelled, job_count, run_on_threads};
 use crate::{CorpusError, Result};
 
 /// The file listing a corpus's specs; its presence makes a directory a corpus.
@@ -310,55 +311,42 @@ impl Corpus {
         let queue = Mutex::new(queue);
         let built = std::sync::atomic::AtomicUsize::new(0);
         let failure: Mutex<Option<CorpusError>> = Mutex::new(None);
-        let jobs = if options.jobs == 0 {
-            sandbox.workers().max(1)
-        } else {
-            options.jobs
-        }
-        .min(total.max(1));
-        let cancelled = || {
-            options
-                .cancel
-                .as_ref()
-                .is_some_and(|c| c.load(Ordering::SeqCst))
-        };
-        std::thread::scope(|scope| {
-            for _ in 0..jobs {
-                scope.spawn(|| {
-                    loop {
-                        if cancelled() || failure.lock().map(|f| f.is_some()).unwrap_or(true) {
-                            return;
+        let jobs = job_count(options.jobs, sandbox, total);
+        run_on_threads(jobs, || {
+            loop {
+                if is_cancelled(options.cancel.as_ref())
+                    || failure.lock().map(|f| f.is_some()).unwrap_or(true)
+                {
+                    return;
+                }
+                let Some(spec) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+                    return;
+                };
+                let id = spec.id();
+                events(&BuildEvent::Started { id: &id });
+                let step = |message: &str| events(&BuildEvent::Step { id: &id, message });
+                match self.build_entry(sandbox, &spec, options, &step) {
+                    Ok(Some(manifest)) => match self.write_manifest(&manifest) {
+                        Ok(()) => {
+                            built.fetch_add(1, Ordering::SeqCst);
+                            events(&BuildEvent::Finished {
+                                manifest: &manifest,
+                            });
                         }
-                        let Some(spec) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
-                            return;
-                        };
-                        let id = spec.id();
-                        events(&BuildEvent::Started { id: &id });
-                        let step = |message: &str| events(&BuildEvent::Step { id: &id, message });
-                        match self.build_entry(sandbox, &spec, options, &step) {
-                            Ok(Some(manifest)) => match self.write_manifest(&manifest) {
-                                Ok(()) => {
-                                    built.fetch_add(1, Ordering::SeqCst);
-                                    events(&BuildEvent::Finished {
-                                        manifest: &manifest,
-                                    });
-                                }
-                                Err(err) => {
-                                    if let Ok(mut f) = failure.lock() {
-                                        f.get_or_insert(err);
-                                    }
-                                }
-                            },
-                            // Cancelled: no manifest, so the next build does it again.
-                            Ok(None) => {}
-                            Err(err) => {
-                                if let Ok(mut f) = failure.lock() {
-                                    f.get_or_insert(err);
-                                }
+                        Err(err) => {
+                            if let Ok(mut f) = failure.lock() {
+                                f.get_or_insert(err);
                             }
                         }
+                    },
+                    // Cancelled: no manifest, so the next build does it again.
+                    Ok(None) => {}
+                    Err(err) => {
+                        if let Ok(mut f) = failure.lock() {
+                            f.get_or_insert(err);
+                        }
                     }
-                });
+                }
             }
         });
         if let Some(err) = failure.into_inner().ok().flatten() {
@@ -432,11 +420,7 @@ impl Corpus {
         if let Some(failure) = no_tests(&repo) {
             return finish(manifest, Some(failure));
         }
-        if options
-            .cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::SeqCst))
-        {
+        if is_cancelled(options.cancel.as_ref()) {
             return Ok(None);
         }
         step("preparing the requirement layer");
@@ -472,11 +456,7 @@ impl Corpus {
             Err(SandboxError::Cancelled) => return Ok(None),
             Err(err) => return finish(manifest, Some(prepare_failure(&err))),
         };
-        if options
-            .cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::SeqCst))
-        {
+        if is_cancelled(options.cancel.as_ref()) {
             return Ok(None);
         }
         manifest.suite_seconds = Some(report.duration_s);

@@ -22,6 +22,7 @@ mod manifest;
 mod native;
 mod spec;
 mod synth;
+mod workers;
 
 use std::collections::BTreeMap;
 

@@ -12,6 +12,7 @@ use frognano_sandbox::Sandbox;
 use frognano_synth::{SynthConfig, SynthError, Synthesizer};
 
 use crate::manifest::{Manifest, SynthesisSummary};
+use crate::workers::{is_cancelled, job_count, run_on_threads};
 use crate::{Corpus, CorpusError, Result};
 
 /// Options of [`synthesize`].
@@ -120,61 +121,45 @@ pub fn synthesize(
         entries: shares.iter().filter(|s| **s > 0).count(),
         count: options.count,
     });
-    let jobs = if options.jobs == 0 {
-        sandbox.workers().max(1)
-    } else {
-        options.jobs
-    }
-    .min(n);
+    let jobs = job_count(options.jobs, sandbox, n);
     let workers = (sandbox.workers() / jobs).max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Mutex<Vec<Option<EntryTasks>>> = Mutex::new((0..n).map(|_| None).collect());
     let failure: Mutex<Option<CorpusError>> = Mutex::new(None);
-    let cancelled = || {
-        options
-            .cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::SeqCst))
-    };
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| {
-                loop {
-                    if cancelled() {
-                        return;
-                    }
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= n {
-                        return;
-                    }
-                    if shares[i] == 0 {
-                        continue;
-                    }
-                    let (manifest, repo) = &entries[i];
-                    let config = SynthConfig {
-                        workers,
-                        max_candidates: shares[i] * options.candidates_per_task.max(1),
-                        ..options.config.clone()
-                    };
-                    let (tasks, summary) = synthesize_entry(
-                        sandbox, manifest, repo, config, shares[i], options, events,
-                    );
-                    let mut updated = manifest.clone();
-                    updated.synthesis = Some(summary.clone());
-                    if let Err(err) = corpus.write_manifest(&updated)
-                        && let Ok(mut f) = failure.lock()
-                    {
-                        f.get_or_insert(err);
-                    }
-                    events(&SynthEvent::Finished {
-                        id: &manifest.id,
-                        summary: &summary,
-                    });
-                    if let Ok(mut r) = results.lock() {
-                        r[i] = Some((tasks, summary));
-                    }
-                }
+    run_on_threads(jobs, || {
+        loop {
+            if is_cancelled(options.cancel.as_ref()) {
+                return;
+            }
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= n {
+                return;
+            }
+            if shares[i] == 0 {
+                continue;
+            }
+            let (manifest, repo) = &entries[i];
+            let config = SynthConfig {
+                workers,
+                max_candidates: shares[i] * options.candidates_per_task.max(1),
+                ..options.config.clone()
+            };
+            let (tasks, summary) =
+                synthesize_entry(sandbox, manifest, repo, config, shares[i], options, events);
+            let mut updated = manifest.clone();
+            updated.synthesis = Some(summary.clone());
+            if let Err(err) = corpus.write_manifest(&updated)
+                && let Ok(mut f) = failure.lock()
+            {
+                f.get_or_insert(err);
+            }
+            events(&SynthEvent::Finished {
+                id: &manifest.id,
+                summary: &summary,
             });
+            if let Ok(mut r) = results.lock() {
+                r[i] = Some((tasks, summary));
+            }
         }
     });
     if let Some(err) = failure.into_inner().ok().flatten() {
