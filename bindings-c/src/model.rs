@@ -254,24 +254,21 @@ pub unsafe extern "C" fn frognano_model_config_json(
         // SAFETY: the caller passes NULL or a live model handle.
         let model = unsafe { model.live("model") }?;
         out_arg(out_json, "out_json")?;
-        let config = &model.model.config;
+        let mut config = model.model.config.shape_json();
+        config.insert(
+            "path".into(),
+            serde_json::json!(model.model.dir.to_string_lossy()),
+        );
+        config.insert(
+            "has_chat_template".into(),
+            serde_json::json!(model.codec.has_chat_template()),
+        );
         // SAFETY: `out_json` is non-NULL (checked above) and the caller guarantees it is
         // writable.
         unsafe {
             write_json(
                 out_json,
-                &serde_json::json!({
-                    "path": model.model.dir.to_string_lossy(),
-                    "num_layers": config.num_layers,
-                    "num_kv_heads": config.num_kv_heads,
-                    "head_dim": config.head_dim,
-                    "vocab_size": config.vocab_size,
-                    "context_length": config.context_length,
-                    "eos_token_ids": config.eos_token_ids,
-                    "bos_token_id": config.bos_token_id,
-                    "pad_token_id": config.pad_token_id,
-                    "has_chat_template": model.codec.has_chat_template(),
-                }),
+                &serde_json::Value::Object(config),
                 "model configuration",
             )
         }

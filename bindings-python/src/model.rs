@@ -19,17 +19,9 @@ use crate::errors::py_err;
 use crate::llm::{LOADED_RUNTIME, count, ensure_runtime, path_text, resolve};
 
 fn config_json(config: &ModelConfig) -> Value {
-    json!({
-        "num_layers": config.num_layers,
-        "num_kv_heads": config.num_kv_heads,
-        "head_dim": config.head_dim,
-        "vocab_size": config.vocab_size,
-        "context_length": config.context_length,
-        "eos_token_ids": config.eos_token_ids,
-        "bos_token_id": config.bos_token_id,
-        "pad_token_id": config.pad_token_id,
-        "model_file": config.model_file,
-    })
+    let mut json = config.shape_json();
+    json.insert("model_file".into(), json!(config.model_file));
+    Value::Object(json)
 }
 
 // ---------------------------------------------------------------------------------------------

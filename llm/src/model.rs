@@ -73,6 +73,25 @@ fn token_ids(value: Option<&Value>) -> Vec<u32> {
 }
 
 impl ModelConfig {
+    /// The model's shape and special tokens as a JSON object: what the bindings report as a
+    /// loaded model's configuration (each adding what it knows beside it).
+    pub fn shape_json(&self) -> serde_json::Map<String, Value> {
+        use serde_json::json;
+        [
+            ("num_layers", json!(self.num_layers)),
+            ("num_kv_heads", json!(self.num_kv_heads)),
+            ("head_dim", json!(self.head_dim)),
+            ("vocab_size", json!(self.vocab_size)),
+            ("context_length", json!(self.context_length)),
+            ("eos_token_ids", json!(self.eos_token_ids)),
+            ("bos_token_id", json!(self.bos_token_id)),
+            ("pad_token_id", json!(self.pad_token_id)),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect()
+    }
+
     /// Reads the configuration of the model folder `dir`.
     pub fn load(dir: &Path) -> Result<Self> {
         let hf = read_json(&dir.join("config.json"))?;
