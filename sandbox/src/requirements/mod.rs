@@ -404,16 +404,21 @@ pub(crate) fn read_included(
 
 pub(crate) use files::{include_target, requirement_line};
 
+/// Each requirement with its source, in order: what the detectors' tests compare.
+#[cfg(test)]
+pub(crate) fn requirement_sources(found: &[DetectedRequirement]) -> Vec<(String, String)> {
+    found
+        .iter()
+        .map(|d| (d.requirement.clone(), d.source.clone()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn pairs(detection: &Detection) -> Vec<(String, String)> {
-        detection
-            .found
-            .iter()
-            .map(|d| (d.requirement.clone(), d.source.clone()))
-            .collect()
+        requirement_sources(&detection.found)
     }
 
     #[test]

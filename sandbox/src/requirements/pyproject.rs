@@ -234,11 +234,7 @@ mod tests {
     use super::*;
 
     fn pairs(found: &Found) -> Vec<(String, String)> {
-        found
-            .items
-            .iter()
-            .map(|d| (d.requirement.clone(), d.source.clone()))
-            .collect()
+        crate::requirements::requirement_sources(&found.items)
     }
 
     fn run(text: &str) -> Found {
