@@ -97,6 +97,16 @@ impl ApiError {
         )
     }
 
+    /// The worker that runs the model is gone (the server is shutting down).
+    pub(super) fn model_not_running() -> Self {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "shutting_down",
+            "the model is not running",
+        )
+    }
+
     pub(super) fn body(&self) -> Value {
         json!({"error": {"message": self.message, "type": self.kind, "code": self.code}})
     }
@@ -242,13 +252,7 @@ async fn reload(
         answer,
     };
     if state.jobs.send(WorkerMessage::Reload(job)).is_err() {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_error",
-            "shutting_down",
-            "the model is not running",
-        )
-        .into_response();
+        return ApiError::model_not_running().into_response();
     }
     match answered.await {
         Ok(Ok(reloads)) => {
@@ -425,13 +429,7 @@ async fn respond(state: Arc<AppState>, api: Api, prepared: Prepared) -> Response
         events: events_tx,
     };
     if state.jobs.send(WorkerMessage::Generate(job)).is_err() {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_error",
-            "shutting_down",
-            "the model is not running",
-        )
-        .into_response();
+        return ApiError::model_not_running().into_response();
     }
     state.counters.requests.fetch_add(1, Ordering::Relaxed);
     let reply = Reply::new(&state, api, prepared);
