@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use frognano_corpus::{
-    BuildEvent, BuildOptions, Corpus, CorpusSynthOptions, Manifest, Spec, SynthEvent,
+    BuildEvent, BuildOptions, Corpus, CorpusSynthOptions, Failure, Manifest, Spec, SynthEvent,
 };
 use frognano_env::taskset;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -419,19 +419,18 @@ fn entry_line(m: &Manifest) -> String {
             m.tests.collected,
             m.suite_seconds.unwrap_or(0.0)
         ),
-        Some(f) => format!(
-            "  FAIL  {:<36} {}: {}",
-            m.id,
-            f.kind,
-            f.message
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(160)
-                .collect::<String>()
-        ),
+        Some(f) => format!("  FAIL  {:<36} {}", m.id, failure_line(f, 160)),
     }
+}
+
+/// A failure as `kind: first line of its message`, the line cut to `max_chars` characters.
+fn failure_line(failure: &Failure, max_chars: usize) -> String {
+    let first_line = failure.message.lines().next().unwrap_or("");
+    format!(
+        "{}: {}",
+        failure.kind,
+        first_line.chars().take(max_chars).collect::<String>()
+    )
 }
 
 /// Ready/failed counts, test totals, excluded tests by reason and failures grouped by kind.
@@ -521,19 +520,7 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or_default(),
             m.failure
                 .as_ref()
-                .map(|f| {
-                    format!(
-                        "{}: {}",
-                        f.kind,
-                        f.message
-                            .lines()
-                            .next()
-                            .unwrap_or("")
-                            .chars()
-                            .take(90)
-                            .collect::<String>()
-                    )
-                })
+                .map(|f| failure_line(f, 90))
                 .unwrap_or_default(),
         ]);
     }
