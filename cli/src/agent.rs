@@ -102,12 +102,7 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|t| matches!(t.outcome, TestOutcome::Failed | TestOutcome::Error))
         .collect();
-    let passing: Vec<String> = report
-        .tests
-        .iter()
-        .filter(|t| t.outcome == TestOutcome::Passed)
-        .map(|t| t.id.clone())
-        .collect();
+    let passing: Vec<String> = report.passed_ids().map(str::to_string).collect();
     if report.tests.is_empty() {
         bail!(
             "the suite ran no tests ({:?}{}); nothing for the agent to fix",

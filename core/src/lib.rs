@@ -12,6 +12,7 @@
 pub mod config;
 mod difficulty;
 mod error;
+pub mod lines;
 mod report;
 mod task;
 mod tokens;

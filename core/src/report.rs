@@ -284,6 +284,14 @@ impl TestReport {
         self.tests.iter().find(|t| t.id == id)
     }
 
+    /// The node ids of the tests that passed, in run order.
+    pub fn passed_ids(&self) -> impl Iterator<Item = &str> {
+        self.tests
+            .iter()
+            .filter(|t| t.outcome == TestOutcome::Passed)
+            .map(|t| t.id.as_str())
+    }
+
     /// True when every test that ran is OK and the run was not cut short by a limit.
     pub fn all_passed(&self) -> bool {
         self.outcome == RunOutcome::Passed

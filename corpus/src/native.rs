@@ -96,12 +96,7 @@ pub fn compare_native(
     comparison.seconds.1 = started.elapsed().as_secs_f64();
     let sandboxed: BTreeMap<&str, &frognano_core::TestRecord> =
         report.tests.iter().map(|t| (t.id.as_str(), t)).collect();
-    let sandbox_pass: BTreeSet<&str> = report
-        .tests
-        .iter()
-        .filter(|t| t.outcome == TestOutcome::Passed)
-        .map(|t| t.id.as_str())
-        .collect();
+    let sandbox_pass: BTreeSet<&str> = report.passed_ids().collect();
     let native_pass: BTreeSet<&str> = native
         .iter()
         .filter(|(_, o)| **o == TestOutcome::Passed)

@@ -137,12 +137,7 @@ pub fn run_intake(
         };
         let report = sandbox.run_tests_prepared(&repo.prepared, &request)?;
         check_usable(&repo.root, &report)?;
-        let passed: BTreeSet<&str> = report
-            .tests
-            .iter()
-            .filter(|t| t.outcome == TestOutcome::Passed)
-            .map(|t| t.id.as_str())
-            .collect();
+        let passed: BTreeSet<&str> = report.passed_ids().collect();
         let dependent: Vec<String> = intake
             .passing
             .iter()

@@ -72,15 +72,7 @@ pub struct FixHunk {
 pub fn fix_hunk(path: &str, clean: &str, buggy: &str, symptom: &str) -> Option<FixHunk> {
     let clean: Vec<&str> = clean.lines().collect();
     let buggy: Vec<&str> = buggy.lines().collect();
-    let head = clean.iter().zip(&buggy).take_while(|(a, b)| a == b).count();
-    let room = clean.len().min(buggy.len()) - head;
-    let tail = clean
-        .iter()
-        .rev()
-        .zip(buggy.iter().rev())
-        .take(room)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let (head, tail) = frognano_core::lines::common_ends(&clean, &buggy);
     let (mut first, clean_end, buggy_end) = (head, clean.len() - tail, buggy.len() - tail);
     if first == clean_end && first == buggy_end {
         return None;

@@ -175,15 +175,7 @@ fn single_edit(current: &str, target: &str) -> Option<(String, String)> {
     }
     let old: Vec<&str> = current.split_inclusive('\n').collect();
     let new: Vec<&str> = target.split_inclusive('\n').collect();
-    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let max_suffix = old.len().min(new.len()) - prefix;
-    let suffix = old
-        .iter()
-        .rev()
-        .zip(new.iter().rev())
-        .take(max_suffix)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let (prefix, suffix) = frognano_core::lines::common_ends(&old, &new);
     let (mut lo, mut hi) = (prefix, old.len() - suffix);
     let new_mid = new[prefix..new.len() - suffix].concat();
     let unique = |lo: usize, hi: usize| {
