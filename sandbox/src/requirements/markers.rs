@@ -103,28 +103,32 @@ impl Parser<'_> {
     }
 
     fn or(&mut self) -> Option<Value> {
-        let mut value = self.and()?;
-        while self.peek_ident("or") {
-            self.pos += 1;
-            let right = self.and()?;
-            value = match (value, right) {
-                (Some(true), _) | (_, Some(true)) => Some(true),
-                (Some(false), Some(false)) => Some(false),
-                _ => None,
-            };
-        }
-        Some(value)
+        self.chain("or", true, Self::and)
     }
 
     fn and(&mut self) -> Option<Value> {
-        let mut value = self.atom()?;
-        while self.peek_ident("and") {
+        self.chain("and", false, Self::atom)
+    }
+
+    /// Operands joined by `word`, in three-valued logic: one operand that is `decisive` (true
+    /// for `or`, false for `and`) decides the whole; all known and none decisive give the
+    /// opposite; otherwise it is unknown.
+    fn chain(
+        &mut self,
+        word: &str,
+        decisive: bool,
+        operand: fn(&mut Self) -> Option<Value>,
+    ) -> Option<Value> {
+        let mut value = operand(self)?;
+        while self.peek_ident(word) {
             self.pos += 1;
-            let right = self.atom()?;
-            value = match (value, right) {
-                (Some(false), _) | (_, Some(false)) => Some(false),
-                (Some(true), Some(true)) => Some(true),
-                _ => None,
+            let right = operand(self)?;
+            value = if value == Some(decisive) || right == Some(decisive) {
+                Some(decisive)
+            } else if value.is_some() && right.is_some() {
+                Some(!decisive)
+            } else {
+                None
             };
         }
         Some(value)

@@ -132,6 +132,22 @@ impl Found {
         self.notes.push(note);
     }
 
+    /// The text of the file `name` under `root`: `None` when there is no such file, and with a
+    /// note when it exists but cannot be read.
+    pub fn read_file(&mut self, root: &Path, name: &str) -> Option<String> {
+        let path = root.join(name);
+        if !path.is_file() {
+            return None;
+        }
+        match fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(err) => {
+                self.note(format!("skipped {name}: {err}"));
+                None
+            }
+        }
+    }
+
     pub fn own_name(&mut self, name: &str) {
         let name = normalise(name);
         if !name.is_empty() && !self.own_names.contains(&name) {
@@ -343,17 +359,7 @@ pub fn detect(root: &Path, pyproject: Option<&toml::Table>) -> Detection {
 }
 
 fn read_ini(root: &Path, name: &str, found: &mut Found) -> Option<ini::Ini> {
-    let path = root.join(name);
-    if !path.is_file() {
-        return None;
-    }
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(err) => {
-            found.note(format!("skipped {name}: {err}"));
-            return None;
-        }
-    };
+    let text = found.read_file(root, name)?;
     match ini::Ini::parse(&text) {
         Ok(ini) => Some(ini),
         Err(err) => {

@@ -4,7 +4,6 @@
 //! skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use tree_sitter::{Node, Parser, Tree};
@@ -39,17 +38,7 @@ fn parse(text: &str) -> Option<Tree> {
 
 /// Parses `file` under `root`; `None` (with a note when it exists but cannot be used).
 fn read_tree(root: &Path, file: &str, found: &mut Found) -> Option<(String, Tree)> {
-    let path = root.join(file);
-    if !path.is_file() {
-        return None;
-    }
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(err) => {
-            found.note(format!("skipped {file}: {err}"));
-            return None;
-        }
-    };
+    let text = found.read_file(root, file)?;
     let Some(tree) = parse(&text) else {
         found.note(format!("skipped {file}: could not be parsed"));
         return None;
@@ -420,6 +409,8 @@ fn collect_functions<'a>(node: Node<'a>, out: &mut Vec<Node<'a>>) {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn pairs(found: &Found) -> Vec<(String, String)> {
