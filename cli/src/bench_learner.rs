@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use frognano_train::{LanguageModelConfig, LearnerBenchOptions, bench_learner};
 
-use crate::models::spinner;
+use crate::models::with_spinner;
 
 #[derive(Args, Debug)]
 pub struct BenchLearnerArgs {
@@ -41,37 +41,28 @@ pub fn bench(args: &BenchLearnerArgs) -> anyhow::Result<ExitCode> {
         model: args.model.clone(),
         ..LanguageModelConfig::default()
     };
-    let bar = spinner("learner bench");
-    let progress = |message: &str| bar.set_message(message.to_string());
-    let model = config.start_folder(&progress);
-    let model = match model {
-        Ok(model) => model,
-        Err(e) => {
-            bar.finish_and_clear();
-            return Err(e.into());
-        }
-    };
-    let int4 = model
-        .parent()
-        .map(|p| p.join("int4"))
-        .filter(|p| p.join("model.onnx").is_file());
-    let scratch = tempfile::Builder::new()
-        .prefix("frognano-bench-learner-")
-        .tempdir()
-        .context("create a scratch folder")?;
-    let options = LearnerBenchOptions {
-        model,
-        int4_model: int4,
-        episodes: args.episodes,
-        new_tokens: args.tokens,
-        sampling: None,
-        learner,
-        python: args.python.clone(),
-        scratch: scratch.path().to_path_buf(),
-    };
-    let result = bench_learner(&options, &progress);
-    bar.finish_and_clear();
-    let figures = result?;
+    let figures = with_spinner("learner bench", |progress| -> anyhow::Result<_> {
+        let model = config.start_folder(progress)?;
+        let int4 = model
+            .parent()
+            .map(|p| p.join("int4"))
+            .filter(|p| p.join("model.onnx").is_file());
+        let scratch = tempfile::Builder::new()
+            .prefix("frognano-bench-learner-")
+            .tempdir()
+            .context("create a scratch folder")?;
+        let options = LearnerBenchOptions {
+            model,
+            int4_model: int4,
+            episodes: args.episodes,
+            new_tokens: args.tokens,
+            sampling: None,
+            learner,
+            python: args.python.clone(),
+            scratch: scratch.path().to_path_buf(),
+        };
+        Ok(bench_learner(&options, progress)?)
+    })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&figures)?);
         return Ok(ExitCode::SUCCESS);

@@ -8,7 +8,7 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use frognano_serve::{ServingBenchConfig, bench_serving};
 
-use crate::models::spinner;
+use crate::models::with_spinner;
 
 #[derive(Args, Debug)]
 pub struct BenchServeArgs {
@@ -50,11 +50,7 @@ pub fn bench(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
         llama_cpp: !args.no_llama_cpp,
         ..ServingBenchConfig::default()
     };
-    let bar = spinner("serving bench");
-    let progress = |message: &str| bar.set_message(message.to_string());
-    let report = bench_serving(&config, &progress);
-    bar.finish_and_clear();
-    let report = report?;
+    let report = with_spinner("serving bench", |progress| bench_serving(&config, progress))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);

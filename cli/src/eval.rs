@@ -135,16 +135,14 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     let generation = args.generation.options(384);
     let mut policy = match &spec {
         PolicySpec::Onnx { model } | PolicySpec::Http { model, .. } => {
-            let bar = crate::models::spinner(model);
-            let progress = |message: &str| bar.set_message(message.to_string());
-            let policy = spec.build_with(
-                &tasks,
-                &progress,
-                Some(&generation),
-                args.system_prompt.as_deref(),
-            );
-            bar.finish_and_clear();
-            policy?
+            crate::models::with_spinner(model, |progress| {
+                spec.build_with(
+                    &tasks,
+                    progress,
+                    Some(&generation),
+                    args.system_prompt.as_deref(),
+                )
+            })?
         }
         _ => spec.build(&tasks, &|_| {})?,
     };

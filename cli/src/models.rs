@@ -84,13 +84,21 @@ pub fn spinner(what: &str) -> ProgressBar {
     bar
 }
 
+/// Runs `work` under a spinner labelled `what` that shows the progress messages it is handed;
+/// the spinner is cleared when `work` returns.
+pub fn with_spinner<T>(what: &str, work: impl FnOnce(&(dyn Fn(&str) + Sync)) -> T) -> T {
+    let bar = spinner(what);
+    let progress = |message: &str| bar.set_message(message.to_string());
+    let result = work(&progress);
+    bar.finish_and_clear();
+    result
+}
+
 /// Resolves a model argument (folder or registry name), fetching it with a spinner if needed.
 pub fn resolve_with_progress(spec: &str) -> anyhow::Result<PathBuf> {
-    let bar = spinner(spec);
-    let progress = |message: &str| bar.set_message(message.to_string());
-    let dir = assets::resolve_model(spec, &progress);
-    bar.finish_and_clear();
-    Ok(dir?)
+    Ok(with_spinner(spec, |progress| {
+        assets::resolve_model(spec, progress)
+    })?)
 }
 
 fn folder_size(dir: &Path) -> u64 {
@@ -107,17 +115,15 @@ fn folder_size(dir: &Path) -> u64 {
 pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
     match command {
         ModelsCommand::Convert(args) => {
-            let bar = spinner("convert");
-            let progress = |message: &str| bar.set_message(message.to_string());
             let precisions: Vec<&str> = args.precisions.iter().map(String::as_str).collect();
-            let summary = frognano_policy::llm::convert_checkpoint(
-                &args.checkpoint,
-                &args.out,
-                &precisions,
-                &progress,
-            );
-            bar.finish_and_clear();
-            let summary = summary?;
+            let summary = with_spinner("convert", |progress| {
+                frognano_policy::llm::convert_checkpoint(
+                    &args.checkpoint,
+                    &args.out,
+                    &precisions,
+                    progress,
+                )
+            })?;
             if let Some(folders) = summary["folders"].as_object() {
                 for (precision, folder) in folders {
                     let folder = folder.as_str().unwrap_or_default();
@@ -129,34 +135,24 @@ pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
             }
         }
         ModelsCommand::Setup(args) => {
-            let bar = spinner("inference environment");
-            let progress = |message: &str| bar.set_message(message.to_string());
-            let env = assets::ensure_inference_env(args.genai, &progress);
-            bar.finish_and_clear();
-            let env = env?;
+            let env = with_spinner("inference environment", |progress| {
+                assets::ensure_inference_env(args.genai, progress)
+            })?;
             println!("inference environment: {}", env.dir.display());
             println!("ONNX Runtime library: {}", env.runtime_library.display());
             if args.learner {
-                let bar = spinner("learner environment");
-                let progress = |message: &str| bar.set_message(message.to_string());
-                let env = assets::ensure_learner_env(&progress);
-                bar.finish_and_clear();
-                println!("learner environment: {}", env?.dir.display());
+                let env = with_spinner("learner environment", assets::ensure_learner_env)?;
+                println!("learner environment: {}", env.dir.display());
             }
             if args.serving {
-                let bar = spinner("serving environment");
-                let progress = |message: &str| bar.set_message(message.to_string());
-                let env = assets::ensure_serving_env(&progress);
-                bar.finish_and_clear();
-                println!("serving environment: {}", env?.dir.display());
+                let env = with_spinner("serving environment", assets::ensure_serving_env)?;
+                println!("serving environment: {}", env.dir.display());
             }
         }
         ModelsCommand::Fetch(args) => {
-            let bar = spinner(&args.name);
-            let progress = |message: &str| bar.set_message(message.to_string());
-            let dir = assets::fetch_model(&args.name, &progress);
-            bar.finish_and_clear();
-            let dir = dir?;
+            let dir = with_spinner(&args.name, |progress| {
+                assets::fetch_model(&args.name, progress)
+            })?;
             for precision in assets::PRECISIONS {
                 let sub = dir.join(precision);
                 println!(
@@ -168,12 +164,11 @@ pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
             }
         }
         ModelsCommand::Check(args) => {
-            let bar = spinner(&args.name);
-            let progress = |message: &str| bar.set_message(message.to_string());
-            let summaries = assets::check_model(&args.name, &progress);
-            bar.finish_and_clear();
+            let summaries = with_spinner(&args.name, |progress| {
+                assets::check_model(&args.name, progress)
+            })?;
             let mut all_ok = true;
-            for summary in summaries? {
+            for summary in summaries {
                 let ok = summary["ok"].as_bool().unwrap_or(false);
                 all_ok &= ok;
                 let figure = |key: &str| {
@@ -218,11 +213,9 @@ pub fn models(command: &ModelsCommand) -> anyhow::Result<ExitCode> {
             }
         }
         ModelsCommand::Tiny(args) => {
-            let bar = spinner("tiny model");
-            let progress = |message: &str| bar.set_message(message.to_string());
-            let result = assets::make_tiny_model(&args.out, args.seed, &progress);
-            bar.finish_and_clear();
-            result?;
+            with_spinner("tiny model", |progress| {
+                assets::make_tiny_model(&args.out, args.seed, progress)
+            })?;
             println!("{}", args.out.display());
         }
     }
