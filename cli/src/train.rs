@@ -9,6 +9,7 @@ use clap::Args;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use frognano_core::IterationMetrics;
+use frognano_env::EvalSummary;
 use frognano_sandbox::Sandbox;
 use frognano_train::{
     CurriculumKind, DifficultyMix, Estimator, RunObserver, TrainConfig, TrainProgress, TrainReport,
@@ -215,16 +216,20 @@ fn curves(report: &TrainReport) -> Vec<Chart> {
         points: points(&|m| m.resolved_rate),
     }];
     let last = report.history.len() as f64;
-    if let Some(initial) = &report.initial {
-        resolved.push(Series {
-            label: "held-out, untrained".into(),
-            points: vec![(0.0, initial.resolved_rate)],
+    // A held-out figure as single points: before training (when evaluated) and after it.
+    let held_out = |series: &mut Vec<Series>, what: &str, figure: fn(&EvalSummary) -> f64| {
+        if let Some(initial) = &report.initial {
+            series.push(Series {
+                label: format!("held-out{what}, untrained"),
+                points: vec![(0.0, figure(initial))],
+            });
+        }
+        series.push(Series {
+            label: format!("held-out{what}, trained"),
+            points: vec![(last, figure(&report.trained))],
         });
-    }
-    resolved.push(Series {
-        label: "held-out, trained".into(),
-        points: vec![(last, report.trained.resolved_rate)],
-    });
+    };
+    held_out(&mut resolved, "", |summary| summary.resolved_rate);
     resolved.push(Series {
         label: "zero-variance groups".into(),
         points: points(&|m| num(m, "zero_variance_fraction")),
@@ -233,15 +238,8 @@ fn curves(report: &TrainReport) -> Vec<Chart> {
         label: "training actions that are valid commands".into(),
         points: points(&|m| num(m, "valid_command_rate")),
     });
-    if let Some(initial) = &report.initial {
-        resolved.push(Series {
-            label: "held-out valid commands, untrained".into(),
-            points: vec![(0.0, initial.valid_command_rate)],
-        });
-    }
-    resolved.push(Series {
-        label: "held-out valid commands, trained".into(),
-        points: vec![(last, report.trained.valid_command_rate)],
+    held_out(&mut resolved, " valid commands", |summary| {
+        summary.valid_command_rate
     });
     let difficulty = |field: fn(&DifficultyMix) -> f64| {
         move |m: &IterationMetrics| DifficultyMix::of_metrics(m).map_or(0.0, |d| field(&d))
