@@ -657,60 +657,25 @@ fn env_functions_reject_null_arguments() {
         assert!(text.is_null() && out.is_null() && json.is_null());
 
         let set = load_tasks(&path);
+        // The error code of an evaluation by one worker.
+        let evaluation_code = |sandbox: *const FrognanoSandbox,
+                               set: *const FrognanoTaskSet,
+                               policy: *const c_char,
+                               out: *mut *mut c_char| {
+            take_error(frognano_evaluate(sandbox, set, policy, 1, out)).0
+        };
+        let sandbox = shared_sandbox();
+        let oracle = policy.as_ptr();
+        assert_eq!(evaluation_code(ptr::null(), set, oracle, &mut json), null);
         assert_eq!(
-            take_error(frognano_evaluate(
-                ptr::null(),
-                set,
-                policy.as_ptr(),
-                1,
-                &mut json
-            ))
-            .0,
+            evaluation_code(sandbox, ptr::null(), oracle, &mut json),
             null
         );
-        assert_eq!(
-            take_error(frognano_evaluate(
-                shared_sandbox(),
-                ptr::null(),
-                policy.as_ptr(),
-                1,
-                &mut json
-            ))
-            .0,
-            null
-        );
-        assert_eq!(
-            take_error(frognano_evaluate(
-                shared_sandbox(),
-                set,
-                ptr::null(),
-                1,
-                &mut json
-            ))
-            .0,
-            null
-        );
-        assert_eq!(
-            take_error(frognano_evaluate(
-                shared_sandbox(),
-                set,
-                policy.as_ptr(),
-                1,
-                ptr::null_mut()
-            ))
-            .0,
-            null
-        );
+        assert_eq!(evaluation_code(sandbox, set, ptr::null(), &mut json), null);
+        assert_eq!(evaluation_code(sandbox, set, oracle, ptr::null_mut()), null);
         let unknown = cstring("clever");
         assert_eq!(
-            take_error(frognano_evaluate(
-                shared_sandbox(),
-                set,
-                unknown.as_ptr(),
-                1,
-                &mut json
-            ))
-            .0,
+            evaluation_code(sandbox, set, unknown.as_ptr(), &mut json),
             FrognanoErrorCode::InvalidOption
         );
         assert!(json.is_null());
