@@ -1244,8 +1244,11 @@ void frognano_trainer_free(struct FrognanoTrainer *trainer);
  * policy on the held-out set (unless `evaluate_initial` is false), trains for `iterations`
  * iterations, and evaluates the trained policy (greedy) on the held-out set.
  *
- * `config_json` is as for `frognano_trainer_new`, plus
- * `evaluate_initial` (default true). With `out` set, the job writes `held_out.jsonl`,
+ * `config_json` is as for `frognano_trainer_new`, plus `evaluate_initial` (default true);
+ * `NULL` runs the main job's configuration (`examples/train/main.toml`, found under the
+ * current directory or the source tree the library was built from, as `frognano train` runs it
+ * without `--config`: SmolLM2-135M trained with RL, fetched on first use) where
+ * `frognano_trainer_new` takes every default. With `out` set, the job writes `held_out.jsonl`,
  * `training_tasks.jsonl` (fixed-set curricula), `metrics.jsonl`, `checkpoint.json` (after
  * every iteration) and `eval.jsonl` there, and resumes from a `checkpoint.json` it finds.
  *

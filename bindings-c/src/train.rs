@@ -114,15 +114,18 @@ pub unsafe extern "C" fn frognano_learnability(
     })
 }
 
-/// Reads a training configuration: `NULL` gives the defaults; otherwise a JSON object of
+/// Reads a training configuration: `NULL` gives `default()`; otherwise a JSON object of
 /// `TrainConfig` fields, read strictly by the library (missing ones take their defaults;
 /// unknown ones, at any depth, and type errors are `FROGNANO_ERROR_CODE_CONFIG` errors naming
 /// the field). With no repositories named, the bundled sample repositories are used (as
 /// `frognano train` and Python's `train` do); repository and output paths are made absolute
 /// against the current directory.
-fn train_config(config_json: Option<&str>) -> Result<TrainConfig, FrognanoError> {
+fn train_config(
+    config_json: Option<&str>,
+    default: fn() -> frognano_train::Result<TrainConfig>,
+) -> Result<TrainConfig, FrognanoError> {
     let config = match config_json {
-        None => TrainConfig::default(),
+        None => default()?,
         Some(text) => {
             let value: serde_json::Value = serde_json::from_str(text)
                 .map_err(|e| TrainError::Config(format!("config_json is not valid JSON: {e}")))?;
@@ -214,7 +217,7 @@ pub unsafe extern "C" fn frognano_trainer_new(
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let config_json = unsafe { optional_str_arg(config_json, "config_json") }?;
         out_arg(out, "out")?;
-        let config = train_config(config_json)?;
+        let config = train_config(config_json, || Ok(TrainConfig::default()))?;
         let pools = prepare_pools(&sandbox.inner, &config, &mut Quiet)?;
         let curriculum = make_curriculum(&sandbox.inner, &config, &pools)?;
         let (policy, evaluator) = make_policy(&config)?;
@@ -517,8 +520,11 @@ pub unsafe extern "C" fn frognano_trainer_free(trainer: *mut FrognanoTrainer) {
 /// policy on the held-out set (unless `evaluate_initial` is false), trains for `iterations`
 /// iterations, and evaluates the trained policy (greedy) on the held-out set.
 ///
-/// `config_json` is as for `frognano_trainer_new`, plus
-/// `evaluate_initial` (default true). With `out` set, the job writes `held_out.jsonl`,
+/// `config_json` is as for `frognano_trainer_new`, plus `evaluate_initial` (default true);
+/// `NULL` runs the main job's configuration (`examples/train/main.toml`, found under the
+/// current directory or the source tree the library was built from, as `frognano train` runs it
+/// without `--config`: SmolLM2-135M trained with RL, fetched on first use) where
+/// `frognano_trainer_new` takes every default. With `out` set, the job writes `held_out.jsonl`,
 /// `training_tasks.jsonl` (fixed-set curricula), `metrics.jsonl`, `checkpoint.json` (after
 /// every iteration) and `eval.jsonl` there, and resumes from a `checkpoint.json` it finds.
 ///
@@ -550,7 +556,7 @@ pub unsafe extern "C" fn frognano_train(
         // SAFETY: the caller passes NULL or a valid NUL-terminated string.
         let config_json = unsafe { optional_str_arg(config_json, "config_json") }?;
         out_arg(report_json, "report_json")?;
-        let config = train_config(config_json)?;
+        let config = train_config(config_json, frognano_train::main_job_config)?;
         let pools = prepare_pools(&sandbox.inner, &config, &mut Quiet)?;
         let report = frognano_train::run(&sandbox.inner, &config, &pools, &mut Quiet, None)?;
         // SAFETY: `report_json` is non-NULL (checked above) and the caller guarantees it is
@@ -576,7 +582,8 @@ mod tests {
     #[test]
     fn unknown_configuration_keys_are_config_errors_at_any_depth() {
         let text = r#"{"seed": 1, "trainer": {"group_size": 2, "env": {"max_stepz": 1}}}"#;
-        let err = train_config(Some(text)).expect_err("unknown key");
+        let err =
+            train_config(Some(text), frognano_train::main_job_config).expect_err("unknown key");
         assert_eq!(err.code, FrognanoErrorCode::Config);
         let message = err.message.to_string_lossy().into_owned();
         assert!(message.contains("`trainer.env.max_stepz`"), "{message}");

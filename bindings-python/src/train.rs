@@ -415,10 +415,12 @@ fn episode_runner(
 /// train(config=None, out=None, *, sandbox=None, progress=None, rollouts=None) -> report dict
 ///
 /// The whole training job behind `frognano train`: synthesize a held-out set (and, for the
-/// static and easy-to-hard curricula, a training set), train the repair policy with the
+/// static and easy-to-hard curricula, a training set), train the configured policy with the
 /// configured curriculum, and evaluate it on the held-out set before and after. config: a dict
 /// of TrainConfig fields (read strictly: an unknown key at any depth is a ConfigError) or the
-/// path of a TOML file (None: the defaults). Without repositories, the bundled
+/// path of a TOML file (None: the main job's, examples/train/main.toml, as `frognano train`
+/// runs it without --config: SmolLM2-135M trained with RL, fetched on first use; a dict's
+/// missing fields take the defaults, which train the repair policy). Without repositories, the bundled
 /// examples/repos/{textkit,tinyparse,ordstructs} are used (under the current directory, else
 /// the source tree the package was built from), as `frognano train` does. out: output directory (metrics.jsonl, checkpoint.json, held_out.jsonl, eval.jsonl;
 /// an existing checkpoint is resumed). progress: a callable receiving (event, data) for
@@ -438,7 +440,7 @@ fn train<'py>(
     let slot: ErrorSlot = Arc::default();
     let runner = episode_runner(rollouts, &slot);
     let mut config = match config {
-        None => TrainConfig::default(),
+        None => frognano_train::main_job_config().map_err(|e| py_err(py, e))?,
         Some(c) if c.is_instance_of::<PyDict>() => {
             TrainConfig::from_json(from_py_json(py, &c)?).map_err(|e| py_err(py, e))?
         }

@@ -60,11 +60,21 @@ pub(crate) fn config_of(
     iterations: Option<usize>,
     seed: Option<u64>,
 ) -> anyhow::Result<TrainConfig> {
-    let mut config = match file {
+    let config = match file {
         Some(path) => TrainConfig::from_file(path)?,
         None => TrainConfig::default(),
     }
     .or_bundled_repos()?;
+    with_flags(config, curriculum, iterations, seed)
+}
+
+/// A configuration with the command line's overrides, checked.
+fn with_flags(
+    mut config: TrainConfig,
+    curriculum: Option<&str>,
+    iterations: Option<usize>,
+    seed: Option<u64>,
+) -> anyhow::Result<TrainConfig> {
     if let Some(c) = curriculum {
         config.curriculum = CurriculumKind::parse(c)?;
     }
@@ -410,17 +420,17 @@ fn train_on_cluster(
 
 /// `frognano train`.
 pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
-    // Without a configuration: the main job's.
-    let file = match &args.config {
-        Some(path) => path.clone(),
-        None => frognano_train::bundled_main_config()?,
+    let (curriculum, iterations, seed) = (args.curriculum.as_deref(), args.iterations, args.seed);
+    let mut config = match &args.config {
+        Some(path) => config_of(Some(path), curriculum, iterations, seed)?,
+        // Without a configuration: the main job's.
+        None => with_flags(
+            frognano_train::main_job_config()?,
+            curriculum,
+            iterations,
+            seed,
+        )?,
     };
-    let mut config = config_of(
-        Some(&file),
-        args.curriculum.as_deref(),
-        args.iterations,
-        args.seed,
-    )?;
     if let Some(e) = &args.estimator {
         config.trainer.estimator = Estimator::parse(e)?;
     }

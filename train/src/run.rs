@@ -320,9 +320,10 @@ pub fn bundled_repos() -> Result<Vec<PathBuf>> {
     })
 }
 
-/// The main job's configuration, `examples/train/main.toml` (a language model trained with RL
-/// on tasks from the bundled repositories; what `frognano train` runs without `--config` and `frognano
-/// bench learning` compares curricula with), found as [`bundled_repos`] finds the repositories.
+/// The main job's configuration file, `examples/train/main.toml` (a language model trained with
+/// RL on tasks from the bundled repositories; read by [`main_job_config`], what every surface
+/// runs without a configuration, and what `frognano bench learning` compares curricula with),
+/// found as [`bundled_repos`] finds the repositories.
 pub fn bundled_main_config() -> Result<PathBuf> {
     let relative = Path::new("examples").join("train").join("main.toml");
     bundled(std::slice::from_ref(&relative))
@@ -330,10 +331,19 @@ pub fn bundled_main_config() -> Result<PathBuf> {
         .ok_or_else(|| {
             TrainError::Config(
                 "no configuration given and the bundled examples/train/main.toml was not found: \
-                 name one with --config, or run from the root of a FrogNano checkout"
+                 name one (`--config` on the command line), or run from the root of a FrogNano \
+                 checkout"
                     .into(),
             )
         })
+}
+
+/// The main job's configuration: [`bundled_main_config`] read as [`TrainConfig::from_file`]
+/// reads a file (its repositories relative to it), on the bundled repositories if it named
+/// none. What `frognano train`, Python's `train` and C's `frognano_train` run when given no
+/// configuration.
+pub fn main_job_config() -> Result<TrainConfig> {
+    TrainConfig::from_file(&bundled_main_config()?)?.or_bundled_repos()
 }
 
 /// What the job reports along the way.
@@ -927,6 +937,14 @@ mod tests {
         };
         let kept = named.or_bundled_repos().expect("kept");
         assert_eq!(kept.repos, vec![PathBuf::from("/elsewhere")]);
+    }
+
+    #[test]
+    fn the_main_job_is_the_bundled_file_with_its_repositories_resolved() {
+        let config = main_job_config().expect("the main job");
+        assert!(matches!(config.policy, PolicyConfig::Onnx(_)));
+        assert!(!config.repos.is_empty());
+        assert!(config.repos.iter().all(|r| r.is_dir()), "{:?}", config.repos);
     }
 
     #[test]
