@@ -359,28 +359,24 @@ impl HttpPolicy {
         }
     }
 
-    /// The chat of an episode, with the oldest turns dropped to fit `max_prompt_chars`.
-    fn messages(&self, context: &PolicyContext) -> Vec<Value> {
-        let system = self.config.system_prompt.as_deref();
+    /// The messages `render(skip)` makes of an episode with its `skip` oldest turns left out,
+    /// for the fewest left out that fit `max_prompt_chars` (counted by `chars`; 0: no limit),
+    /// and that number.
+    fn char_fitted<M>(
+        &self,
+        context: &PolicyContext,
+        render: impl Fn(usize) -> Vec<M>,
+        chars: impl Fn(&M) -> usize,
+    ) -> (Vec<M>, usize) {
         let mut skip = 0;
         loop {
-            let messages = if self.config.tool_calls {
-                tool_messages(system, context, skip)
-            } else {
-                episode_messages(system, context, skip)
-                    .into_iter()
-                    .map(|m| json!({"role": m.role, "content": m.content}))
-                    .collect()
-            };
-            let chars: usize = messages
-                .iter()
-                .map(|m| m.get("content").and_then(Value::as_str).map_or(0, str::len))
-                .sum();
+            let messages = render(skip);
+            let total: usize = messages.iter().map(&chars).sum();
             if self.config.max_prompt_chars == 0
-                || chars <= self.config.max_prompt_chars
+                || total <= self.config.max_prompt_chars
                 || skip >= context.history.len()
             {
-                return messages;
+                return (messages, skip);
             }
             skip += 1;
         }
@@ -408,10 +404,24 @@ impl HttpPolicy {
         if !generation.stop.is_empty() {
             body.insert("stop".into(), json!(generation.stop));
         }
-        let messages = self.messages(context);
+        let system = self.config.system_prompt.as_deref();
         let mut prompt_ids = None;
         let path = match self.config.api {
             HttpApi::Chat => {
+                let (messages, _) = self.char_fitted(
+                    context,
+                    |skip| {
+                        if self.config.tool_calls {
+                            tool_messages(system, context, skip)
+                        } else {
+                            episode_messages(system, context, skip)
+                                .into_iter()
+                                .map(|m| json!({"role": m.role, "content": m.content}))
+                                .collect()
+                        }
+                    },
+                    |m| m.get("content").and_then(Value::as_str).map_or(0, str::len),
+                );
                 body.insert("messages".into(), Value::Array(messages));
                 if self.config.tool_calls {
                     body.insert("tools".into(), frognano_env::protocol::tool_schemas());
@@ -424,31 +434,22 @@ impl HttpPolicy {
                 "chat/completions"
             }
             HttpApi::Completions => {
-                let chat: Vec<ChatMessage> = messages
-                    .iter()
-                    .map(|m| {
-                        ChatMessage::new(
-                            m.get("role").and_then(Value::as_str).unwrap_or("user"),
-                            m.get("content").and_then(Value::as_str).unwrap_or_default(),
-                        )
-                    })
-                    .collect();
+                // Tool calls are chat-only (the configuration says so), so the chat is plain.
+                let (chat, skipped) = self.char_fitted(
+                    context,
+                    |skip| episode_messages(system, context, skip),
+                    |m: &ChatMessage| m.content.len(),
+                );
                 match &self.codec {
                     Some(codec) => {
-                        // The same chat, with at least the turns the character budget dropped
-                        // left out, fitted to the token budget.
-                        let skipped = context.history.len().saturating_sub((chat.len() - 2) / 2);
+                        // The chat template renders it, with at least the turns the character
+                        // budget dropped left out, fitted to the token budget.
                         let budget = match self.config.max_prompt_tokens {
                             0 => usize::MAX,
                             tokens => tokens,
                         };
-                        let (text, ids) = frognano_llm::fitted_prompt(
-                            codec,
-                            self.config.system_prompt.as_deref(),
-                            context,
-                            budget,
-                            skipped,
-                        )?;
+                        let (text, ids) =
+                            frognano_llm::fitted_prompt(codec, system, context, budget, skipped)?;
                         if self.config.token_id_prompts {
                             body.insert("prompt".into(), json!(ids));
                         } else {
@@ -803,6 +804,34 @@ mod tests {
         let skipped = tool_messages(None, &context(4), 3);
         let roles: Vec<&str> = skipped.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["system", "user", "user", "assistant", "tool"]);
+    }
+
+    #[test]
+    fn the_character_budget_leaves_out_the_same_turns_in_both_apis() {
+        let context = context(6);
+        let whole: usize = episode_messages(None, &context, 0)
+            .iter()
+            .map(|m| m.content.len())
+            .sum();
+        let body = |api| {
+            let policy = HttpPolicy::new(HttpPolicyConfig {
+                api,
+                max_prompt_chars: whole / 2,
+                ..HttpPolicyConfig::new("http://127.0.0.1:9/v1", "m")
+            })
+            .expect("policy");
+            policy.request_body(&context, 0).expect("request body").1
+        };
+        let chat = body(HttpApi::Chat);
+        // System, first observation and the omission note, then two messages per kept turn.
+        let kept = (chat["messages"].as_array().expect("messages").len() - 3) / 2;
+        let skipped = context.history.len() - kept;
+        assert!(skipped > 0, "{chat}");
+        let completions = body(HttpApi::Completions);
+        assert_eq!(
+            completions["prompt"],
+            json!(chatml(&episode_messages(None, &context, skipped)))
+        );
     }
 
     #[test]
