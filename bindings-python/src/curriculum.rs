@@ -238,15 +238,16 @@ macro_rules! task_source_methods {
 /// FrontierSynthesizer(sandbox, repos, *, seed=0, operators=None, bug_counts=[1, 2],
 ///                     hint_levels=[2], target_success=0.5, decay=0.8, exploration=0.1,
 ///                     buffer=2, buffered_families=4, max_uses=4, max_idle=12,
-///                     max_wait_s=600.0, prior_strength=2.0, exclude=None,
-///                     synth_workers=1)
+///                     max_wait_s=600.0, prior_strength=4.0, cold_start=True,
+///                     exclude=None, synth_workers=1)
 ///
 /// Online task synthesis at the frontier of learnability: tasks are grouped into families
 /// (operator x bug count x hint level); each family keeps a decayed Beta posterior of the
 /// policy's success rate, families are chosen by Thompson sampling on a score that peaks at
 /// `target_success` (a family borrows `prior_strength` pseudo-counts from related families),
 /// and a background thread synthesizes tasks for the most promising families
-/// while rollouts run. One Synthesizer per repository (its intake runs at construction, with
+/// while rollouts run. cold_start: until some group succeeds, propose only the easiest rung
+/// (fewest bugs, highest hint level), spread over its operators. One Synthesizer per repository (its intake runs at construction, with
 /// the GIL released); a corpus directory (`frognano corpus build`) in `repos` stands for its
 /// ready entries. exclude: task ids (or task dicts) never to propose, e.g. a held-out set.
 #[pyclass(frozen, module = "frognano", name = "FrontierSynthesizer")]
@@ -271,8 +272,8 @@ task_source_methods! {
     #[pyo3(signature = (
         sandbox, repos, *, seed=0, operators=None, bug_counts=None, hint_levels=None,
         target_success=None, decay=None, exploration=None, buffer=None, buffered_families=None,
-        max_uses=None, max_idle=None, max_wait_s=None, prior_strength=None, exclude=None,
-        synth_workers=1
+        max_uses=None, max_idle=None, max_wait_s=None, prior_strength=None, cold_start=None,
+        exclude=None, synth_workers=1
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -292,6 +293,7 @@ task_source_methods! {
         max_idle: Option<u64>,
         max_wait_s: Option<f64>,
         prior_strength: Option<f64>,
+        cold_start: Option<bool>,
         exclude: Option<Bound<'_, PyAny>>,
         synth_workers: usize,
     ) -> PyResult<Self> {
@@ -311,6 +313,7 @@ task_source_methods! {
             seed,
             max_wait_s: max_wait_s.unwrap_or(d.max_wait_s),
             prior_strength: prior_strength.unwrap_or(d.prior_strength),
+            cold_start: cold_start.unwrap_or(d.cold_start),
         };
         // Bad options fail before the (slow) intakes.
         config.validate().map_err(|e| py_err(py, e))?;

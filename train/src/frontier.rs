@@ -58,6 +58,13 @@ pub struct FrontierConfig {
     /// families (same operator, or same bug count and hint level): empirical-Bayes back-off, so
     /// one family's results inform its neighbours when there are many families and few rollouts.
     pub prior_strength: f64,
+    /// Until some group has a success, propose only from the easiest rung synthesis can still
+    /// serve (fewest bugs, then the highest hint level), spread over its operators, least tried
+    /// first. Before the first success every family's posterior only falls, so the learnability
+    /// score has nothing to calibrate to; a policy that fails everything is best served by many
+    /// distinct easy tasks (a reverse curriculum's first rung). Once a group succeeds, Thompson
+    /// sampling takes over.
+    pub cold_start: bool,
 }
 
 impl Default for FrontierConfig {
@@ -76,6 +83,7 @@ impl Default for FrontierConfig {
             seed: 0,
             max_wait_s: 600.0,
             prior_strength: 4.0,
+            cold_start: true,
         }
     }
 }
@@ -200,6 +208,10 @@ struct Shared {
     next_repo: Vec<usize>,
     in_flight: Option<usize>,
     generated: u64,
+    /// Tasks made per family: among families the worker ranks equal, the one with the fewest
+    /// goes first (proposals drain buffers as they fill, so the deficit alone would keep
+    /// serving the first family).
+    made: Vec<u64>,
     synth_s: f64,
     errors: Vec<String>,
     stop: bool,
@@ -226,6 +238,8 @@ pub struct FrontierSynthesizer {
     chosen: Vec<usize>,
     retired: u64,
     retired_total: u64,
+    /// Some group has succeeded (ends the cold start).
+    signal_seen: bool,
 }
 
 impl std::fmt::Debug for FrontierSynthesizer {
@@ -236,6 +250,14 @@ impl std::fmt::Debug for FrontierSynthesizer {
             .field("calls", &self.calls)
             .finish()
     }
+}
+
+/// How easy a family is, easiest first when sorted: fewer bugs, then a higher hint level (a
+/// statement that gives more of the fix away).
+type Rung = (usize, std::cmp::Reverse<u8>);
+
+fn rung(key: &FamilyKey) -> Rung {
+    (key.bugs, std::cmp::Reverse(key.hint))
 }
 
 fn lock(shared: &(Mutex<Shared>, Condvar)) -> MutexGuard<'_, Shared> {
@@ -317,6 +339,7 @@ impl FrontierSynthesizer {
         let shared = Arc::new((
             Mutex::new(Shared {
                 buffers: vec![VecDeque::new(); n],
+                made: vec![0; n],
                 targets: vec![1; n],
                 priority: vec![1.0; n],
                 dry,
@@ -352,6 +375,7 @@ impl FrontierSynthesizer {
             chosen: Vec::new(),
             retired: 0,
             retired_total: 0,
+            signal_seen: false,
         };
         frontier.set_targets();
         Ok(frontier)
@@ -365,6 +389,28 @@ impl FrontierSynthesizer {
     /// Seconds proposals have waited for synthesis since the last [`TaskSynthesizer::metrics`].
     pub fn wait_s(&self) -> f64 {
         self.wait_s
+    }
+
+    /// Whether proposals are still in the cold start (see [`FrontierConfig::cold_start`]).
+    pub fn in_cold_start(&self) -> bool {
+        self.config.cold_start && !self.signal_seen
+    }
+
+    /// In the cold start, the easiest rung with a family that can still give a task (buffered,
+    /// active, or not yet dry in some repository); `None` outside the cold start.
+    fn cold_rung(&self, shared: &Shared) -> Option<Rung> {
+        if !self.in_cold_start() {
+            return None;
+        }
+        (0..self.families.len())
+            .filter(|&f| {
+                !self.families[f].barren
+                    && (shared.dry[f].iter().any(|d| !*d)
+                        || !shared.buffers[f].is_empty()
+                        || self.active.values().any(|a| a.family == f))
+            })
+            .map(|f| rung(&self.families[f].key))
+            .min()
     }
 
     /// The Beta posterior of family `f`: its own (decayed) evidence on top of a prior of
@@ -415,8 +461,22 @@ impl FrontierSynthesizer {
         let scores: Vec<f64> = (0..self.families.len())
             .map(|f| self.score(self.sample_p(f, &mut rng)))
             .collect();
-        order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
         let mut shared = lock(&self.shared);
+        let cold = self.cold_rung(&shared);
+        if let Some(cold) = cold {
+            // Cold start: only the easiest rung is buffered, its least tried families first.
+            order.retain(|&f| rung(&self.families[f].key) == cold);
+            order.sort_by(|a, b| {
+                let tried = |f: usize| self.families[f].chosen;
+                tried(*a)
+                    .cmp(&tried(*b))
+                    .then(scores[*b].total_cmp(&scores[*a]))
+                    .then(a.cmp(b))
+            });
+            shared.targets.iter_mut().for_each(|t| *t = 0);
+        } else {
+            order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+        }
         for (rank, &f) in order.iter().enumerate() {
             // Only the most promising families are kept buffered: synthesis shares the cores
             // with rollouts, so it makes what the next proposals are likely to take.
@@ -425,7 +485,10 @@ impl FrontierSynthesizer {
             } else {
                 0
             };
-            shared.priority[f] = scores[f];
+            // In the cold start the rung outranks every other family in the worker's order
+            // (scores lie in 0..=1) and is evicted last; its families tie, so the worker fills
+            // them in turn (largest deficit first) and a proposal finds several operators.
+            shared.priority[f] = if cold.is_some() { 2.0 } else { scores[f] };
         }
         for f in 0..self.families.len() {
             if self.families[f].barren {
@@ -485,6 +548,22 @@ impl FrontierSynthesizer {
         best
     }
 
+    /// The cold start's choice: the family given the fewest slots so far (breadth over the
+    /// rung's operators), ties broken at random.
+    fn least_tried(&self, available: &[usize], rng: &mut StdRng) -> usize {
+        let fewest = available
+            .iter()
+            .map(|&f| self.families[f].chosen)
+            .min()
+            .unwrap_or(0);
+        let tied: Vec<usize> = available
+            .iter()
+            .copied()
+            .filter(|&f| self.families[f].chosen == fewest)
+            .collect();
+        tied[rng.random_range(0..tied.len())]
+    }
+
     /// A task of family `f`: an active one not used in this call (least recently used first),
     /// else a fresh one from the buffer.
     fn take_task(
@@ -533,7 +612,20 @@ impl TaskSynthesizer for FrontierSynthesizer {
         let shared_pair = self.shared.clone();
         let mut shared = lock(&shared_pair);
         while out.len() < n {
-            let available = self.available(&shared, &used);
+            let mut available = self.available(&shared, &used);
+            let cold = self.cold_rung(&shared);
+            if let Some(cold) = cold {
+                // The cold start waits for its rung rather than hand out a harder task, until
+                // the deadline.
+                let on_rung: Vec<usize> = available
+                    .iter()
+                    .copied()
+                    .filter(|&f| rung(&self.families[f].key) == cold)
+                    .collect();
+                if !on_rung.is_empty() || Instant::now() < deadline {
+                    available = on_rung;
+                }
+            }
             if available.is_empty() {
                 let exhausted = (0..self.families.len()).all(|f| {
                     self.families[f].barren
@@ -542,9 +634,10 @@ impl TaskSynthesizer for FrontierSynthesizer {
                 if exhausted || shared.stop || Instant::now() >= deadline {
                     break;
                 }
-                // Ask for more and wait for the worker.
+                // Ask for more (of the rung, in the cold start) and wait for the worker.
                 for f in 0..self.families.len() {
-                    if !self.families[f].barren && shared.targets[f] == 0 {
+                    let wanted = cold.is_none_or(|c| rung(&self.families[f].key) == c);
+                    if wanted && !self.families[f].barren && shared.targets[f] == 0 {
                         shared.targets[f] = 1;
                     }
                 }
@@ -559,7 +652,11 @@ impl TaskSynthesizer for FrontierSynthesizer {
                     .unwrap_or_else(|e| e.into_inner().0);
                 continue;
             }
-            let f = self.pick_family(&available, &mut rng);
+            let f = if cold.is_some() {
+                self.least_tried(&available, &mut rng)
+            } else {
+                self.pick_family(&available, &mut rng)
+            };
             if let Some(task) = self.take_task(f, &mut shared, &used) {
                 self.families[f].chosen += 1;
                 self.families[f].last_chosen = self.calls;
@@ -608,6 +705,13 @@ impl TaskSynthesizer for FrontierSynthesizer {
             let Some(active) = self.active.get(id) else {
                 continue;
             };
+            if solved > 0 && !self.signal_seen {
+                // The cold start ends: idleness counts from here, so the starvation guard does
+                // not spend the next proposals on every family the cold start passed over.
+                self.signal_seen = true;
+                let now = self.calls;
+                self.families.iter_mut().for_each(|f| f.last_chosen = now);
+            }
             let fam = &mut self.families[active.family];
             fam.alpha += solved as f64;
             fam.beta += (n - solved) as f64;
@@ -642,6 +746,7 @@ impl TaskSynthesizer for FrontierSynthesizer {
         m.insert("synthesis_s_total".into(), json!(shared.synth_s));
         m.insert("retired".into(), json!(self.retired));
         m.insert("retired_total".into(), json!(self.retired_total));
+        m.insert("cold_start".into(), json!(self.in_cold_start()));
         let chosen_scores: Vec<f64> = self
             .chosen
             .iter()
@@ -689,6 +794,7 @@ impl TaskSynthesizer for FrontierSynthesizer {
         Ok(json!({
             "kind": "frontier",
             "calls": self.calls,
+            "signal_seen": self.signal_seen,
             "families": self.families,
         }))
     }
@@ -708,6 +814,10 @@ impl TaskSynthesizer for FrontierSynthesizer {
             }
         }
         self.calls = state["calls"].as_u64().unwrap_or(0);
+        // States saved before the cold start existed: a family with successes is signal.
+        self.signal_seen = state["signal_seen"]
+            .as_bool()
+            .unwrap_or_else(|| saved.iter().any(|f| f.alpha > 1.0));
         self.set_targets();
         Ok(())
     }
@@ -766,6 +876,7 @@ fn synthesis_loop(
                         guard.priority[a]
                             .total_cmp(&guard.priority[b])
                             .then(deficit(a).cmp(&deficit(b)))
+                            .then(guard.made[b].cmp(&guard.made[a]))
                             .then(b.cmp(&a))
                     });
                 if let Some(f) = next {
@@ -808,6 +919,7 @@ fn synthesis_loop(
                 for t in fresh {
                     guard.seen.insert(t.id.clone());
                     guard.generated += 1;
+                    guard.made[family] += 1;
                     guard.buffers[family].push_back(t);
                 }
             }

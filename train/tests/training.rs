@@ -255,6 +255,100 @@ fn the_frontier_synthesizes_in_the_background_adapts_and_retires() {
     );
 }
 
+fn outcomes_of(tasks: &[Task], resolved: impl Fn(&Task, usize) -> bool) -> Vec<EpisodeOutcome> {
+    tasks
+        .iter()
+        .flat_map(|t| {
+            (0..4).map(|i| EpisodeOutcome {
+                task_id: t.id.clone(),
+                resolved: resolved(t, i),
+                reward: f64::from(u8::from(resolved(t, i))),
+                steps: 1,
+                tool_errors: 0,
+                test_runs: 1,
+                met_failure: true,
+                recovered: false,
+                submitted: true,
+                truncated: false,
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_frontier_starts_cold_on_its_easiest_rung_spread_over_operators_until_a_success() {
+    let synth = Synthesizer::new(
+        sandbox(),
+        &sample("textkit"),
+        SynthConfig {
+            seed: 11,
+            workers: 1,
+            ..SynthConfig::default()
+        },
+    )
+    .expect("synthesizer");
+    let operators = ["flip_operators", "boundary_condition"];
+    let config = FrontierConfig {
+        operators: operators.iter().map(|o| o.to_string()).collect(),
+        bug_counts: vec![1, 2],
+        hint_levels: vec![2, 4],
+        // Without the cold start, exploration alone would sometimes pick a harder family.
+        exploration: 0.5,
+        seed: 3,
+        ..FrontierConfig::default()
+    };
+    let mut frontier =
+        FrontierSynthesizer::new(vec![synth], config, BTreeSet::new()).expect("frontier");
+    assert_eq!(frontier.families().len(), 8);
+    assert!(frontier.in_cold_start());
+    let easiest = |tasks: &[Task]| {
+        let families: Vec<FamilyKey> = tasks
+            .iter()
+            .map(|t| FamilyKey::of(t).expect("family"))
+            .collect();
+        for f in &families {
+            assert_eq!(
+                (f.bugs, f.hint),
+                (1, 4),
+                "a harder rung in the cold start: {f:?}"
+            );
+        }
+        families
+            .iter()
+            .map(|f| f.operator.clone())
+            .collect::<BTreeSet<_>>()
+    };
+    let first = frontier.propose(3).expect("propose");
+    assert_eq!(first.len(), 3);
+    let mut operators_tried = easiest(&first);
+    frontier
+        .feedback(&outcomes_of(&first, |_, _| false))
+        .expect("feedback");
+    assert!(frontier.in_cold_start(), "no success yet");
+    let second = frontier.propose(2).expect("propose");
+    operators_tried.extend(easiest(&second));
+    // Spread: every family of the rung that synthesis could serve has been tried.
+    for family in frontier.families() {
+        if (family.key.bugs, family.key.hint) == (1, 4) && !family.barren {
+            assert!(
+                operators_tried.contains(&family.key.operator),
+                "{family:?} passed over"
+            );
+        }
+    }
+    // One rollout of one group succeeds: the cold start ends and stays ended after a restore.
+    let solved = second[0].id.clone();
+    frontier
+        .feedback(&outcomes_of(&second, |t, i| t.id == solved && i == 0))
+        .expect("feedback");
+    assert!(!frontier.in_cold_start());
+    assert_eq!(frontier.metrics()["cold_start"], serde_json::json!(false));
+    let state = frontier.state().expect("state");
+    assert_eq!(state["signal_seen"], serde_json::json!(true));
+    frontier.load_state(&state).expect("load");
+    assert!(!frontier.in_cold_start());
+}
+
 #[test]
 fn an_experiment_measures_every_method_of_a_seed_on_that_seeds_held_out_set() {
     let out = tempfile::tempdir().expect("tempdir");

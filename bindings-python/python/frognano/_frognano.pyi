@@ -384,7 +384,8 @@ class FrontierSynthesizer(_TaskSource):
         max_uses: Optional[int] = None,  # default 4
         max_idle: Optional[int] = None,  # default 12
         max_wait_s: Optional[float] = None,  # default 600.0
-        prior_strength: Optional[float] = None,  # default 2.0
+        prior_strength: Optional[float] = None,  # default 4.0
+        cold_start: Optional[bool] = None,  # default True
         exclude: Optional[Iterable[Union[str, _Task]]] = None,
         synth_workers: int = 1,
     ) -> FrontierSynthesizer: ...
