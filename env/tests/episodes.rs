@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use frognano_core::{Action, Task, ToolCall};
-use frognano_env::testing::{assert_all_resolved, rollout};
+use frognano_env::testing::{assert_all_resolved, rollout, rollout_in};
 use frognano_env::{EnvConfig, EnvPool, EpisodeRecord, EvalSummary, RepoEnv, repo, taskset};
 use frognano_policy::{NoopPolicy, OraclePolicy, RandomPolicy};
 use frognano_sandbox::testing::{shared_sandbox as sandbox, workspace_root as root};
@@ -268,15 +268,7 @@ fn random_actions_never_crash_hang_or_escape() {
     };
     let mut pool = EnvPool::new(sandbox(), 4, 0, config).expect("pool");
     let mut policy = RandomPolicy::new(1234, 0.01);
-    let mut records = Vec::new();
-    let stats = pool
-        .rollout(
-            &mut policy,
-            &tasks,
-            |r| records.push(r),
-            |t, e| panic!("{}: {e}", t.id),
-        )
-        .expect("rollout never fails");
+    let (records, stats) = rollout_in(&mut pool, &mut policy, &tasks);
     assert_eq!(records.len(), tasks.len());
     assert!(stats.steps >= 500, "{}", stats.steps);
     let errors: usize = records.iter().map(|r| r.outcome.tool_errors).sum();

@@ -98,15 +98,7 @@ fn llama_cpp_serves_episodes_end_to_end_with_logprobs() {
         },
     )
     .expect("pool");
-    let mut records = Vec::new();
-    let stats = pool
-        .rollout(
-            &mut policy,
-            &tasks,
-            |r| records.push(r),
-            |t, e| panic!("{}: {e}", t.id),
-        )
-        .expect("rollout");
+    let (records, stats) = frognano_env::testing::rollout_in(&mut pool, &mut policy, &tasks);
     assert_eq!((stats.episodes, stats.failed_episodes), (2, 0));
     for record in &records {
         assert_eq!(record.policy_error, None);
