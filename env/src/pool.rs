@@ -313,28 +313,19 @@ impl<E: RolloutEnv> EnvPool<E> {
 /// The record of an episode of `task` that ended before the environment could say how (its
 /// policy failed), for environments that keep no record of unfinished episodes.
 fn unfinished_record(task: &Task) -> EpisodeRecord {
-    EpisodeRecord {
+    let outcome = frognano_core::EpisodeOutcome {
         task_id: task.id.clone(),
-        outcome: frognano_core::EpisodeOutcome {
-            task_id: task.id.clone(),
-            resolved: false,
-            reward: 0.0,
-            steps: 0,
-            tool_errors: 0,
-            test_runs: 0,
-            met_failure: false,
-            recovered: false,
-            submitted: false,
-            truncated: false,
-        },
-        initial_observation: String::new(),
-        steps: Vec::new(),
-        grading: None,
-        patch: String::new(),
-        reset_ms: 0.0,
-        duration_s: 0.0,
-        policy_error: None,
-    }
+        resolved: false,
+        reward: 0.0,
+        steps: 0,
+        tool_errors: 0,
+        test_runs: 0,
+        met_failure: false,
+        recovered: false,
+        submitted: false,
+        truncated: false,
+    };
+    EpisodeRecord::ungraded(task.id.clone(), outcome, String::new(), Vec::new())
 }
 
 /// Counters of one rollout.
@@ -561,17 +552,12 @@ mod tests {
         fn annotate_last_step(&mut self, _output: &PolicyOutput) {}
 
         fn record(&self) -> Option<EpisodeRecord> {
-            Some(EpisodeRecord {
-                task_id: self.task.clone()?,
-                outcome: self.outcome()?,
-                initial_observation: String::new(),
-                steps: self.steps.clone(),
-                grading: None,
-                patch: String::new(),
-                reset_ms: 0.0,
-                duration_s: 0.0,
-                policy_error: None,
-            })
+            Some(EpisodeRecord::ungraded(
+                self.task.clone()?,
+                self.outcome()?,
+                String::new(),
+                self.steps.clone(),
+            ))
         }
     }
 
@@ -709,9 +695,8 @@ mod tests {
             }
             s
         };
-        let record = |steps: Vec<StepRecord>, resolved: bool| EpisodeRecord {
-            task_id: "t".into(),
-            outcome: EpisodeOutcome {
+        let record = |steps: Vec<StepRecord>, resolved: bool| {
+            let outcome = EpisodeOutcome {
                 task_id: "t".into(),
                 resolved,
                 reward: f64::from(u8::from(resolved)),
@@ -722,14 +707,8 @@ mod tests {
                 recovered: false,
                 submitted: true,
                 truncated: false,
-            },
-            initial_observation: String::new(),
-            steps,
-            grading: None,
-            patch: String::new(),
-            reset_ms: 0.0,
-            duration_s: 0.0,
-            policy_error: None,
+            };
+            EpisodeRecord::ungraded("t".into(), outcome, String::new(), steps)
         };
         let records = [
             record(vec![step(1, false), step(2, false), step(3, true)], true),

@@ -253,3 +253,26 @@ pub struct EpisodeRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_error: Option<String>,
 }
+
+impl EpisodeRecord {
+    /// The record of an episode that was not graded and kept no workspace (no patch, no
+    /// timings): what environments without a repository, and unfinished episodes, record.
+    pub fn ungraded(
+        task_id: String,
+        outcome: EpisodeOutcome,
+        initial_observation: String,
+        steps: Vec<StepRecord>,
+    ) -> Self {
+        EpisodeRecord {
+            task_id,
+            outcome,
+            initial_observation,
+            steps,
+            grading: None,
+            patch: String::new(),
+            reset_ms: 0.0,
+            duration_s: 0.0,
+            policy_error: None,
+        }
+    }
+}

@@ -118,17 +118,12 @@ impl RolloutEnv for ScriptedEnv {
 
     fn record(&self) -> Option<EpisodeRecord> {
         let task = self.task.as_ref()?;
-        Some(EpisodeRecord {
-            task_id: task.id.clone(),
-            outcome: self.outcome.clone()?,
-            initial_observation: self.initial.text.clone(),
-            steps: self.steps.clone(),
-            grading: None,
-            patch: String::new(),
-            reset_ms: 0.0,
-            duration_s: 0.0,
-            policy_error: None,
-        })
+        Some(EpisodeRecord::ungraded(
+            task.id.clone(),
+            self.outcome.clone()?,
+            self.initial.text.clone(),
+            self.steps.clone(),
+        ))
     }
 }
 
