@@ -374,99 +374,39 @@ impl TokenBatch {
     /// The batch as a safetensors file (see the module docs).
     pub fn to_safetensors(&self) -> Result<Vec<u8>> {
         self.validate()?;
-        fn bytes<T: Copy>(values: &[T], to_le: impl Fn(T) -> Vec<u8>) -> Vec<u8> {
-            values.iter().flat_map(|v| to_le(*v)).collect()
+        // Each tensor: its name, type, little-endian bytes and length.
+        type Buffer = (&'static str, Dtype, Vec<u8>, usize);
+        fn buffer<T: Copy, const N: usize>(
+            name: &'static str,
+            dtype: Dtype,
+            values: &[T],
+            to_le: impl Fn(T) -> [u8; N],
+        ) -> Buffer {
+            let data = values.iter().flat_map(|v| to_le(*v)).collect();
+            (name, dtype, data, values.len())
         }
-        let i64s = |v: &[i64]| bytes(v, |x| x.to_le_bytes().to_vec());
-        let f32s = |v: &[f32]| bytes(v, |x| x.to_le_bytes().to_vec());
-        let buffers: Vec<(&str, Dtype, Vec<u8>, usize)> = vec![
-            (
-                "prompt_ids",
-                Dtype::I64,
-                i64s(&self.prompt_ids),
-                self.prompt_ids.len(),
-            ),
-            (
-                "prompt_offsets",
-                Dtype::I64,
-                i64s(&self.prompt_offsets),
-                self.prompt_offsets.len(),
-            ),
-            (
-                "completion_ids",
-                Dtype::I64,
-                i64s(&self.completion_ids),
-                self.completion_ids.len(),
-            ),
-            (
-                "completion_offsets",
-                Dtype::I64,
-                i64s(&self.completion_offsets),
-                self.completion_offsets.len(),
-            ),
-            (
-                "rollout_logprobs",
-                Dtype::F32,
-                f32s(&self.rollout_logprobs),
-                self.rollout_logprobs.len(),
-            ),
-            (
-                "loss_mask",
-                Dtype::U8,
-                self.loss_mask.clone(),
-                self.loss_mask.len(),
-            ),
-            (
-                "temperatures",
-                Dtype::F32,
-                f32s(&self.temperatures),
-                self.temperatures.len(),
-            ),
-            ("top_k", Dtype::I64, i64s(&self.top_k), self.top_k.len()),
-            ("top_p", Dtype::F32, f32s(&self.top_p), self.top_p.len()),
-            (
-                "length_limited",
-                Dtype::U8,
-                self.length_limited.clone(),
-                self.length_limited.len(),
-            ),
-            (
-                "step_trajectory",
-                Dtype::I64,
-                i64s(&self.step_trajectory),
-                self.step_trajectory.len(),
-            ),
-            (
-                "step_advantages",
-                Dtype::F32,
-                f32s(&self.step_advantages),
-                self.step_advantages.len(),
-            ),
-            (
-                "advantages",
-                Dtype::F32,
-                f32s(&self.advantages),
-                self.advantages.len(),
-            ),
-            (
-                "rewards",
-                Dtype::F32,
-                f32s(&self.rewards),
-                self.rewards.len(),
-            ),
-            (
-                "truncated",
-                Dtype::U8,
-                self.truncated.clone(),
-                self.truncated.len(),
-            ),
-            (
-                "resolved",
-                Dtype::U8,
-                self.resolved.clone(),
-                self.resolved.len(),
-            ),
-            ("groups", Dtype::I64, i64s(&self.groups), self.groups.len()),
+        let i64s = |name, values: &[i64]| buffer(name, Dtype::I64, values, i64::to_le_bytes);
+        let f32s = |name, values: &[f32]| buffer(name, Dtype::F32, values, f32::to_le_bytes);
+        let u8s =
+            |name, values: &[u8]| -> Buffer { (name, Dtype::U8, values.to_vec(), values.len()) };
+        let buffers: Vec<Buffer> = vec![
+            i64s("prompt_ids", &self.prompt_ids),
+            i64s("prompt_offsets", &self.prompt_offsets),
+            i64s("completion_ids", &self.completion_ids),
+            i64s("completion_offsets", &self.completion_offsets),
+            f32s("rollout_logprobs", &self.rollout_logprobs),
+            u8s("loss_mask", &self.loss_mask),
+            f32s("temperatures", &self.temperatures),
+            i64s("top_k", &self.top_k),
+            f32s("top_p", &self.top_p),
+            u8s("length_limited", &self.length_limited),
+            i64s("step_trajectory", &self.step_trajectory),
+            f32s("step_advantages", &self.step_advantages),
+            f32s("advantages", &self.advantages),
+            f32s("rewards", &self.rewards),
+            u8s("truncated", &self.truncated),
+            u8s("resolved", &self.resolved),
+            i64s("groups", &self.groups),
         ];
         let mut views = Vec::with_capacity(buffers.len());
         for (name, dtype, data, len) in &buffers {
