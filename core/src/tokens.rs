@@ -278,40 +278,43 @@ impl TokenBatch {
             return Err(invalid("a step has an empty prompt"));
         }
         let tokens = self.completion_ids.len();
-        for (name, len) in [
-            ("rollout_logprobs", self.rollout_logprobs.len()),
-            ("loss_mask", self.loss_mask.len()),
+        // Arrays with one entry per completion token, per step and per trajectory.
+        for (expected, per, lengths) in [
+            (
+                tokens,
+                "completion tokens",
+                vec![
+                    ("rollout_logprobs", self.rollout_logprobs.len()),
+                    ("loss_mask", self.loss_mask.len()),
+                ],
+            ),
+            (
+                steps,
+                "steps",
+                vec![
+                    ("temperatures", self.temperatures.len()),
+                    ("top_k", self.top_k.len()),
+                    ("top_p", self.top_p.len()),
+                    ("length_limited", self.length_limited.len()),
+                    ("step_trajectory", self.step_trajectory.len()),
+                    ("step_advantages", self.step_advantages.len()),
+                ],
+            ),
+            (
+                trajectories,
+                "trajectories",
+                vec![
+                    ("task_ids", self.task_ids.len()),
+                    ("rewards", self.rewards.len()),
+                    ("truncated", self.truncated.len()),
+                    ("resolved", self.resolved.len()),
+                    ("groups", self.groups.len()),
+                ],
+            ),
         ] {
-            if len != tokens {
+            if let Some((name, len)) = lengths.into_iter().find(|(_, len)| *len != expected) {
                 return Err(invalid(format!(
-                    "{name} has {len} entries for {tokens} completion tokens"
-                )));
-            }
-        }
-        for (name, len) in [
-            ("temperatures", self.temperatures.len()),
-            ("top_k", self.top_k.len()),
-            ("top_p", self.top_p.len()),
-            ("length_limited", self.length_limited.len()),
-            ("step_trajectory", self.step_trajectory.len()),
-            ("step_advantages", self.step_advantages.len()),
-        ] {
-            if len != steps {
-                return Err(invalid(format!(
-                    "{name} has {len} entries for {steps} steps"
-                )));
-            }
-        }
-        for (name, len) in [
-            ("task_ids", self.task_ids.len()),
-            ("rewards", self.rewards.len()),
-            ("truncated", self.truncated.len()),
-            ("resolved", self.resolved.len()),
-            ("groups", self.groups.len()),
-        ] {
-            if len != trajectories {
-                return Err(invalid(format!(
-                    "{name} has {len} entries for {trajectories} trajectories"
+                    "{name} has {len} entries for {expected} {per}"
                 )));
             }
         }
