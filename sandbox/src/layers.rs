@@ -274,6 +274,26 @@ pub fn download_pure_wheel(
     Ok(None)
 }
 
+/// The empty layer: mounted read-only where a run has no requirements layer. One directory in
+/// the cache, shared by every sandbox and process (a temporary directory per sandbox was never
+/// removed for sandboxes kept in statics, which do not drop). Anything found inside it is
+/// removed, so it is empty again.
+pub fn prepare_empty_layer() -> Result<PathBuf> {
+    let dir = assets::cache_dir().join("layers").join("empty");
+    assets::ensure_dir(&dir)?;
+    let entries = fs::read_dir(&dir).map_err(SandboxError::io("read the empty layer"))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let removed = if path.is_dir() && !path.is_symlink() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        removed.map_err(SandboxError::io(format!("empty {}", dir.display())))?;
+    }
+    Ok(dir)
+}
+
 /// The cache directory of the layer of this kind whose inputs hash to `key`'s digest.
 fn layer_dir(kind: &str, key: &str) -> PathBuf {
     let digest = assets::sha256_bytes(key.as_bytes());

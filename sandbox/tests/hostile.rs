@@ -316,3 +316,30 @@ fn disk_flood_hits_the_cap() {
     assert_within(started, 10);
     assert_healthy();
 }
+
+#[test]
+fn sandboxes_share_an_empty_layer_that_stays_empty_and_leave_no_temporary_folders() {
+    let empty_layers_in_temp = || -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(std::env::temp_dir())
+            .expect("temp dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("frognano-empty-"))
+            .collect()
+    };
+    let before = empty_layers_in_temp();
+    // Every run without requirements mounts the empty layer: a stray file in it is removed when
+    // a sandbox starts.
+    let empty = frognano_sandbox::layers::prepare_empty_layer().expect("empty layer");
+    std::fs::write(empty.join("frognano-stray.txt"), "stray\n").expect("write");
+    let sandbox = frognano_sandbox::Sandbox::new(Default::default(), &|_| {}).expect("sandbox");
+    assert!(
+        std::fs::read_dir(&empty).expect("read").next().is_none(),
+        "the empty layer holds something"
+    );
+    // A sandbox kept for the life of the process (in a static, which never drops) leaves
+    // nothing in the temporary folder.
+    std::mem::forget(sandbox);
+    let after = empty_layers_in_temp();
+    assert!(after.is_subset(&before), "{:?}", after.difference(&before));
+}

@@ -62,7 +62,7 @@ pub struct Sandbox {
     engine: Engine,
     image: ImageFiles,
     pytest_layer: PathBuf,
-    empty_layer: tempfile::TempDir,
+    empty_layer: PathBuf,
     pre: InstancePre<RunState>,
     linker: Linker<RunState>,
     /// Snapshots with a requirements layer imported, by layer directory (when enabled).
@@ -112,10 +112,7 @@ impl Sandbox {
         start_epoch_ticker(&engine);
         let linker = make_linker(&engine)?;
         let snapshot = options.snapshot && options.image.supports_snapshot();
-        let empty_layer = tempfile::Builder::new()
-            .prefix("frognano-empty-")
-            .tempdir()
-            .map_err(SandboxError::io("create empty layer"))?;
+        let empty_layer = layers::prepare_empty_layer()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(options.workers)
             .thread_name("frognano-sandbox")
@@ -129,7 +126,7 @@ impl Sandbox {
                 &runtime,
                 &image,
                 &pytest_layer,
-                Err(empty_layer.path()),
+                Err(&empty_layer),
                 progress,
             )?
         } else {

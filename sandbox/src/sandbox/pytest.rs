@@ -173,10 +173,7 @@ impl Sandbox {
         let mounts = Mounts {
             pytest: &self.pytest_layer,
             pytest_writable: false,
-            deps: prepared
-                .deps_layer
-                .as_deref()
-                .unwrap_or(self.empty_layer.path()),
+            deps: prepared.deps_layer.as_deref().unwrap_or(&self.empty_layer),
             deps_writable: false,
             tmp: tmp.path(),
             work,

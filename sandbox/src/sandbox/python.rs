@@ -93,7 +93,7 @@ impl Sandbox {
             pytest_writable: matches!(access, LayerAccess::PytestWritable),
             deps: match access {
                 LayerAccess::DepsWritable(dir) => dir,
-                _ => self.empty_layer.path(),
+                _ => &self.empty_layer,
             },
             deps_writable: matches!(access, LayerAccess::DepsWritable(_)),
             tmp: tmp.path(),
