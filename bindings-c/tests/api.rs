@@ -582,29 +582,24 @@ fn env_functions_reject_null_arguments() {
     unsafe {
         let mut tasks = ptr::null_mut();
         let null = FrognanoErrorCode::NullPointer;
+        let code = |error| take_error(error).0;
+        assert_eq!(code(frognano_tasks_load(ptr::null(), &mut tasks)), null);
         assert_eq!(
-            take_error(frognano_tasks_load(ptr::null(), &mut tasks)).0,
-            null
-        );
-        assert_eq!(
-            take_error(frognano_tasks_load(path.as_ptr(), ptr::null_mut())).0,
+            code(frognano_tasks_load(path.as_ptr(), ptr::null_mut())),
             null
         );
         assert!(tasks.is_null());
         let mut json = ptr::null_mut();
         assert_eq!(
-            take_error(frognano_task_set_get_json(ptr::null(), 0, &mut json)).0,
+            code(frognano_task_set_get_json(ptr::null(), 0, &mut json)),
             null
         );
         assert_eq!(frognano_task_set_len(ptr::null()), 0);
 
         let mut env = ptr::null_mut();
+        assert_eq!(code(frognano_env_new(ptr::null(), 0, &mut env)), null);
         assert_eq!(
-            take_error(frognano_env_new(ptr::null(), 0, &mut env)).0,
-            null
-        );
-        assert_eq!(
-            take_error(frognano_env_new(shared_sandbox(), 0, ptr::null_mut())).0,
+            code(frognano_env_new(shared_sandbox(), 0, ptr::null_mut())),
             null
         );
         assert!(env.is_null());
@@ -612,48 +607,34 @@ fn env_functions_reject_null_arguments() {
 
         let mut text = ptr::null_mut();
         assert_eq!(
-            take_error(frognano_env_reset(
+            code(frognano_env_reset(
                 ptr::null_mut(),
                 path.as_ptr(),
                 &mut text
-            ))
-            .0,
+            )),
             null
         );
+        assert_eq!(code(frognano_env_reset(env, ptr::null(), &mut text)), null);
         assert_eq!(
-            take_error(frognano_env_reset(env, ptr::null(), &mut text)).0,
-            null
-        );
-        assert_eq!(
-            take_error(frognano_env_reset(env, path.as_ptr(), ptr::null_mut())).0,
+            code(frognano_env_reset(env, path.as_ptr(), ptr::null_mut())),
             null
         );
         let mut out = ptr::null_mut();
         assert_eq!(
-            take_error(frognano_env_step(
+            code(frognano_env_step(
                 ptr::null_mut(),
                 action.as_ptr(),
                 &mut out
-            ))
-            .0,
+            )),
             null
         );
+        assert_eq!(code(frognano_env_step(env, ptr::null(), &mut out)), null);
         assert_eq!(
-            take_error(frognano_env_step(env, ptr::null(), &mut out)).0,
+            code(frognano_env_step(env, action.as_ptr(), ptr::null_mut())),
             null
         );
-        assert_eq!(
-            take_error(frognano_env_step(env, action.as_ptr(), ptr::null_mut())).0,
-            null
-        );
-        assert_eq!(
-            take_error(frognano_env_record_json(ptr::null(), &mut json)).0,
-            null
-        );
-        assert_eq!(
-            take_error(frognano_env_record_json(env, ptr::null_mut())).0,
-            null
-        );
+        assert_eq!(code(frognano_env_record_json(ptr::null(), &mut json)), null);
+        assert_eq!(code(frognano_env_record_json(env, ptr::null_mut())), null);
         assert!(text.is_null() && out.is_null() && json.is_null());
 
         let set = load_tasks(&path);
@@ -662,7 +643,7 @@ fn env_functions_reject_null_arguments() {
                                set: *const FrognanoTaskSet,
                                policy: *const c_char,
                                out: *mut *mut c_char| {
-            take_error(frognano_evaluate(sandbox, set, policy, 1, out)).0
+            code(frognano_evaluate(sandbox, set, policy, 1, out))
         };
         let sandbox = shared_sandbox();
         let oracle = policy.as_ptr();
