@@ -387,14 +387,7 @@ fn load(
     model: &str,
     clients: usize,
 ) -> Result<ThroughputRow> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|source| ServeError::Io {
-            context: "start the benchmark's runtime".into(),
-            source,
-        })?;
+    let runtime = bench_runtime(2, "start the benchmark's runtime")?;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(600))
         .build()
@@ -472,18 +465,23 @@ fn load(
     })
 }
 
+/// A multi-threaded runtime of `threads` workers; `context` says what failed to start.
+fn bench_runtime(threads: usize, context: &str) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .map_err(|source| ServeError::Io {
+            context: context.into(),
+            source,
+        })
+}
+
 /// Requests per second and client milliseconds per request of `HttpPolicy` against a server
 /// that answers every request at once with a fixed reply.
 fn policy_overhead(config: &ServingBenchConfig) -> Result<(f64, f64)> {
     use axum::routing::{get, post};
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(|source| ServeError::Io {
-            context: "start the instant server's runtime".into(),
-            source,
-        })?;
+    let runtime = bench_runtime(1, "start the instant server's runtime")?;
     let reply = json!({
         "object": "chat.completion",
         "model": "instant",
