@@ -284,12 +284,16 @@ pub fn bench_learner(
     learner_settings
         .entry("mask_length_limited")
         .or_insert(Value::Bool(false));
-    let mut learner = LearnerProcess::start(
-        options.python.as_deref(),
-        &options.model,
-        &learner_settings,
-        &quiet,
-    )?;
+    // A learner on the starting weights.
+    let start_learner = || {
+        LearnerProcess::start(
+            options.python.as_deref(),
+            &options.model,
+            &learner_settings,
+            &quiet,
+        )
+    };
+    let mut learner = start_learner()?;
     let device = learner.info["device"].as_str().unwrap_or("?").to_string();
     progress("scoring the rollouts with the learner");
     let before = learner.logprobs(&tokens, &options.scratch)?;
@@ -332,12 +336,7 @@ pub fn bench_learner(
         Some(int4) if int4.join("model.onnx").is_file() => {
             progress("int4 rollouts scored by the fp32 learner");
             // The learner is back on the starting weights for this comparison.
-            let mut fresh = LearnerProcess::start(
-                options.python.as_deref(),
-                &options.model,
-                &learner_settings,
-                &quiet,
-            )?;
+            let mut fresh = start_learner()?;
             let mut int4_policy =
                 OnnxPolicy::load(int4, config).map_err(frognano_core::Error::from)?;
             let outputs = int4_policy.act(&contexts)?;
