@@ -349,8 +349,21 @@ fn build(args: &BuildArgs) -> anyhow::Result<ExitCode> {
     Ok(if cancel.load(Ordering::SeqCst) {
         ExitCode::from(130)
     } else {
-        ExitCode::SUCCESS
+        build_exit_code(&manifests, 0)
     })
+}
+
+/// 1 when no entry of the corpus is ready (every unit of work failed, so scripts notice, as
+/// with pip and cargo) or some entry could not be built at all; 0 otherwise.
+fn build_exit_code(manifests: &[Manifest], unbuildable: usize) -> ExitCode {
+    if !manifests.is_empty() && !manifests.iter().any(Manifest::is_ready) {
+        eprintln!("no entry of the corpus is ready (see `frognano corpus list --failed`)");
+        ExitCode::from(1)
+    } else if unbuildable > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// `frognano corpus build --ray`: the entries spread over a Ray cluster's workers.
@@ -384,7 +397,8 @@ fn build_on_cluster(
         }
         Ok(())
     })?;
-    print_summary(&corpus.manifests()?);
+    let manifests = corpus.manifests()?;
+    print_summary(&manifests);
     let count = |key: &str| summary[key].as_u64().unwrap_or(0);
     println!(
         "built {} entries on the cluster in {:.0} s ({} kept from earlier builds); {} ready, \
@@ -403,11 +417,7 @@ fn build_on_cluster(
             error["error"].as_str().unwrap_or("?")
         );
     }
-    Ok(if errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(build_exit_code(&manifests, errors.len()))
 }
 
 fn entry_line(m: &Manifest) -> String {
@@ -602,6 +612,9 @@ fn synth(args: &CorpusSynthArgs) -> anyhow::Result<ExitCode> {
     print_yields(&result.entries);
     Ok(if cancel.load(Ordering::SeqCst) {
         ExitCode::from(130)
+    } else if result.tasks.is_empty() {
+        // Every entry's synthesis came back empty: nothing was made.
+        ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })

@@ -108,6 +108,39 @@ fn exit_codes_follow_outcomes() {
 }
 
 #[test]
+fn a_corpus_build_without_a_ready_entry_exits_non_zero() {
+    let corpus = tempfile::tempdir().expect("tempdir");
+    let corpus_dir = corpus.path().join("corpus");
+    let corpus_arg = corpus_dir.to_str().expect("utf-8");
+    let untested = write_repo(&[("README.md", "no tests here\n")]);
+    let added = frognano(&[
+        "corpus",
+        "add",
+        corpus_arg,
+        untested.path().to_str().expect("utf-8"),
+    ]);
+    assert_success(&added);
+    let output = frognano(&["corpus", "build", corpus_arg]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no entry of the corpus is ready"));
+    // One ready entry beside the failed one: the build did useful work.
+    let tested = write_repo(&[("test_ok.py", "def test_ok():\n    assert 1 + 1 == 2\n")]);
+    let added = frognano(&[
+        "corpus",
+        "add",
+        corpus_arg,
+        tested.path().to_str().expect("utf-8"),
+    ]);
+    assert_success(&added);
+    assert_success(&frognano(&["corpus", "build", corpus_arg]));
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let output = frognano(&["test", "/definitely/not/here"]);
     assert_eq!(output.status.code(), Some(2));
