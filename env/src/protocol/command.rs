@@ -35,6 +35,14 @@ pub(super) fn unfence(body: &[&str]) -> String {
     s
 }
 
+/// The lines of `body` that do not open or close a code fence.
+fn without_fences<'a>(body: &[&'a str]) -> Vec<&'a str> {
+    body.iter()
+        .copied()
+        .filter(|l| !l.trim_start().starts_with("```"))
+        .collect()
+}
+
 pub(super) fn parse_command(lines: &[&str]) -> Result<ToolRequest, ProtocolError> {
     let header = lines[0].trim();
     let (word, rest) = header
@@ -138,12 +146,7 @@ pub(super) fn parse_command(lines: &[&str]) -> Result<ToolRequest, ProtocolError
             if args.len() > 1 {
                 return err("replace_function takes at most a path; the function goes below it.");
             }
-            let body: Vec<&str> = body
-                .iter()
-                .copied()
-                .filter(|l| !l.trim_start().starts_with("```"))
-                .collect();
-            let Some((name, source)) = function_in(&body) else {
+            let Some((name, source)) = function_in(&without_fences(body)) else {
                 return err(
                     "replace_function: put the whole new function (`def name(...):` and its \
                      body) on the lines after the command.",
@@ -159,11 +162,8 @@ pub(super) fn parse_command(lines: &[&str]) -> Result<ToolRequest, ProtocolError
             if args.len() > 1 {
                 return err("replace_lines takes at most a path; the fixed lines go below it.");
             }
-            let code: Vec<&str> = body
-                .iter()
-                .copied()
-                .filter(|l| !l.trim_start().starts_with("```") && !l.trim().is_empty())
-                .collect();
+            let mut code = without_fences(body);
+            code.retain(|l| !l.trim().is_empty());
             if code.is_empty() || code.len() > crate::line_fix::MAX_FRAGMENT_LINES {
                 return err(format!(
                     "replace_lines: put 1 to {} fixed lines on the lines after the command.",
