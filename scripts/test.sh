@@ -102,6 +102,8 @@ else
     section "cargo build"
     cargo build --workspace --all-targets
 fi
+section "cargo deny check licenses bans sources (deny.toml)"
+bash scripts/deny.sh
 background_wait prefetch
 
 # The runtime (CPU: compiling and snapshotting the interpreter images) is set up while the
