@@ -7,7 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::time::Duration;
 
-use frognano_core::{Action, ErrorKind, PolicyOutput, Task};
+use frognano_core::{
+    Action, ErrorKind, LearnStats, Learner, Policy, PolicyContext, PolicyOutput, Task,
+    TrainingBatch,
+};
 use frognano_env::taskset;
 use frognano_sandbox::CancelFlag;
 use pyo3::exceptions::PyRuntimeError;
@@ -77,6 +80,28 @@ pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every holder leaves the value consistent between statements; a panic elsewhere (in
     // another call) does not make it unusable.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A component a Python object holds, shared with the Rust calls it is handed to (rollouts,
+/// trainers); each call locks it.
+pub(crate) struct Shared<T: ?Sized>(pub(crate) Arc<Mutex<T>>);
+
+impl<P: Policy + ?Sized> Policy for Shared<P> {
+    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
+        lock(&self.0).act(contexts)
+    }
+}
+
+impl<L: Learner + ?Sized> Learner for Shared<L> {
+    fn learn(&mut self, batch: &TrainingBatch) -> frognano_core::Result<LearnStats> {
+        lock(&self.0).learn(batch)
+    }
+    fn state(&self) -> frognano_core::Result<Value> {
+        lock(&self.0).state()
+    }
+    fn load_state(&mut self, state: &Value) -> frognano_core::Result<()> {
+        lock(&self.0).load_state(state)
+    }
 }
 
 /// The first Python exception an adapter met during a call, re-raised when the call returns.

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use frognano_core::{Policy, PolicyContext, PolicyOutput};
+use frognano_core::{Policy, PolicyContext};
 use frognano_policy::llm::{
     GenerationOptions, InferenceError, OnnxPolicy, OnnxPolicyConfig, assets, runtime,
 };
@@ -28,7 +28,7 @@ use pyo3::types::PyDict;
 use serde_json::Value;
 
 use crate::convert::{
-    from_py_json, invalid, lock, output_json, progress_printer, seed_of, to_py, type_name,
+    Shared, from_py_json, invalid, lock, output_json, progress_printer, seed_of, to_py, type_name,
 };
 use crate::errors::{Exception, py_err};
 
@@ -116,15 +116,6 @@ pub(crate) fn resolve(
 // ---------------------------------------------------------------------------------------------
 // OnnxPolicy.
 
-/// The policy an `OnnxPolicy` object holds, shared with the rollouts it is handed to.
-struct SharedOnnx(Arc<Mutex<OnnxPolicy>>);
-
-impl Policy for SharedOnnx {
-    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
-        lock(&self.0).act(contexts)
-    }
-}
-
 /// OnnxPolicy(model, *, generation=None, system_prompt=None, max_prompt_tokens=0,
 ///            intra_threads=0, runtime_library=None, progress=None)
 ///
@@ -150,7 +141,7 @@ pub(crate) struct PyOnnxPolicy {
 impl PyOnnxPolicy {
     /// The policy as a Rust component sharing this object's model.
     pub(crate) fn shared(&self) -> Box<dyn Policy> {
-        Box::new(SharedOnnx(self.inner.clone()))
+        Box::new(Shared(self.inner.clone()))
     }
 }
 

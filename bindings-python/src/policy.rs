@@ -17,8 +17,8 @@ use pyo3::types::PyDict;
 use serde_json::{Value, json};
 
 use crate::convert::{
-    ErrorSlot, PyComponent, from_py_json, invalid, lock, map_of, output_json, outputs_from_py,
-    parse, seed_of, to_py,
+    ErrorSlot, PyComponent, Shared, from_py_json, invalid, lock, map_of, output_json,
+    outputs_from_py, parse, seed_of, to_py,
 };
 use crate::errors::py_err;
 use crate::llm::{PyOnnxPolicy, ensure_runtime};
@@ -26,27 +26,6 @@ use crate::served::PyHttpPolicy;
 
 // ---------------------------------------------------------------------------------------------
 // Adapters.
-
-/// The repair policy a Python `RepairPolicy` object holds, trained in place.
-struct SharedRepair(Arc<Mutex<RepairPolicy>>);
-
-impl Policy for SharedRepair {
-    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
-        lock(&self.0).act(contexts)
-    }
-}
-
-impl Learner for SharedRepair {
-    fn learn(&mut self, batch: &TrainingBatch) -> frognano_core::Result<LearnStats> {
-        lock(&self.0).learn(batch)
-    }
-    fn state(&self) -> frognano_core::Result<Value> {
-        lock(&self.0).state()
-    }
-    fn load_state(&mut self, state: &Value) -> frognano_core::Result<()> {
-        lock(&self.0).load_state(state)
-    }
-}
 
 /// A Python object as a policy (`act(contexts)`: contexts are dicts (task_id, initial,
 /// history), actions are what [`outputs_from_py`] reads) and learner (`learn(batch)`, optional
@@ -161,7 +140,7 @@ pub(crate) fn learning_policy(
     slot: &ErrorSlot,
 ) -> PyResult<Box<dyn LearningPolicy>> {
     if let Ok(repair) = policy.cast::<PyRepairPolicy>() {
-        return Ok(Box::new(SharedRepair(repair.get().inner.clone())));
+        return Ok(Box::new(Shared(repair.get().inner.clone())));
     }
     if policy.cast::<PyOnnxPolicy>().is_ok() || policy.cast::<PyHttpPolicy>().is_ok() {
         return Err(invalid(
@@ -194,7 +173,7 @@ pub(crate) fn acting_policy(
     slot: &ErrorSlot,
 ) -> PyResult<Box<dyn Policy>> {
     if let Ok(repair) = policy.cast::<PyRepairPolicy>() {
-        return Ok(Box::new(SharedRepair(repair.get().inner.clone())));
+        return Ok(Box::new(Shared(repair.get().inner.clone())));
     }
     if let Ok(onnx) = policy.cast::<PyOnnxPolicy>() {
         return Ok(onnx.get().shared());

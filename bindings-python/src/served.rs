@@ -2,24 +2,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use frognano_core::{Policy, PolicyContext, PolicyOutput};
+use frognano_core::{Policy, PolicyContext};
 use frognano_policy::{HttpPolicy, HttpPolicyConfig};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
 
-use crate::convert::{from_py_json, invalid, lock, output_json, to_py};
+use crate::convert::{Shared, from_py_json, invalid, lock, output_json, to_py};
 use crate::errors::{Exception, py_err};
-
-/// The policy an `HttpPolicy` object holds, shared with the rollouts it is handed to.
-struct SharedHttp(Arc<Mutex<HttpPolicy>>);
-
-impl Policy for SharedHttp {
-    fn act(&mut self, contexts: &[PolicyContext]) -> frognano_core::Result<Vec<PolicyOutput>> {
-        lock(&self.0).act(contexts)
-    }
-}
 
 /// HttpPolicy(base_url, model, *, check=True, **options)
 ///
@@ -46,7 +37,7 @@ pub(crate) struct PyHttpPolicy {
 impl PyHttpPolicy {
     /// The policy as a Rust component sharing this object's client.
     pub(crate) fn shared(&self) -> Box<dyn Policy> {
-        Box::new(SharedHttp(self.inner.clone()))
+        Box::new(Shared(self.inner.clone()))
     }
 }
 
