@@ -393,18 +393,24 @@ mod tests {
         }
     }
 
+    /// A statement's input for the clamp bug (`min(hi, value)` made `min(hi + 1, value)`) in
+    /// `scope` of `module`, failing `test`; no excerpts or fixes.
+    fn clamp_input<'a>(module: &str, scope: &str, test: &'a TestRecord) -> StatementInput<'a> {
+        StatementInput {
+            modules: vec![module.into()],
+            scopes: vec![scope.into()],
+            failing: vec![test],
+            secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
+            excerpts: Vec::new(),
+            fixes: Vec::new(),
+        }
+    }
+
     #[test]
     fn levels_add_information_and_never_the_fix() {
         let message = "    def test_clamp():\n>       assert clamp(5, 0, 3) == 3\nE       assert 4 == 3\nE        +  where 4 = clamp(5, 0, 3)\n\ntextkit/num.py:7: in clamp\n    return min(hi + 1, value)\n    return min(hi, value)\nE   AssertionError";
         let test = failing("tests/test_num.py::test_clamp", message);
-        let input = StatementInput {
-            modules: vec!["textkit.num".into()],
-            scopes: vec!["clamp".into()],
-            failing: vec![&test],
-            secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
-            excerpts: Vec::new(),
-            fixes: Vec::new(),
-        };
+        let input = clamp_input("textkit.num", "clamp", &test);
         let texts: Vec<String> = (0..=3).map(|l| write_statement(&input, l)).collect();
         assert!(texts[0].contains("`textkit.num`"));
         assert!(!texts[0].contains("test_clamp"));
@@ -462,12 +468,8 @@ mod tests {
         assert_eq!(missing.first, 1);
         let test = failing("tests/test_num.py::test_clamp", "E       assert 4 == 3");
         let input = StatementInput {
-            modules: vec!["textkit.num".into()],
-            scopes: vec!["Box.clamp".into()],
-            failing: vec![&test],
-            secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
             excerpts: vec![excerpt],
-            fixes: Vec::new(),
+            ..clamp_input("textkit.num", "Box.clamp", &test)
         };
         let three = write_statement(&input, 3);
         let four = write_statement(&input, 4);
@@ -524,12 +526,8 @@ mod tests {
 
         let test = failing("tests/test_num.py::test_clamp", "E       assert 4 == 3");
         let input = StatementInput {
-            modules: vec!["num".into()],
-            scopes: vec!["clamp".into()],
-            failing: vec![&test],
-            secret_lines: BTreeSet::from(["return min(hi, value)".to_string()]),
-            excerpts: Vec::new(),
             fixes: vec![fix],
+            ..clamp_input("num", "clamp", &test)
         };
         let four = write_statement(&input, 4);
         let five = write_statement(&input, 5);
