@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, RepoEnv, taskset};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -242,12 +241,7 @@ impl PyEnvPool {
                 format!("{count} tasks for {} environments", self.inner.len()),
             ));
         }
-        let pool = &mut self.inner;
-        let cancel = Arc::new(AtomicBool::new(false));
-        let results = run_interruptibly(py, &cancel, || {
-            let refs: Vec<(usize, &Task)> = indexed.iter().map(|(i, t)| (*i, t)).collect();
-            pool.reset_some(&refs)
-        })?;
+        let results = on_some(py, &mut self.inner, &indexed, EnvPool::reset_some)?;
         let mut out: Vec<Option<_>> = (0..count).map(|_| None).collect();
         for ((i, task), result) in indexed.iter().zip(results) {
             let observation = result.map_err(|e| py_err(py, e))?;
@@ -272,12 +266,7 @@ impl PyEnvPool {
                 indexed.push((i, action_from_py(py, action)?));
             }
         }
-        let pool = &mut self.inner;
-        let cancel = Arc::new(AtomicBool::new(false));
-        let results = run_interruptibly(py, &cancel, || {
-            let refs: Vec<(usize, &Action)> = indexed.iter().map(|(i, a)| (*i, a)).collect();
-            pool.step_some(&refs)
-        })?;
+        let results = on_some(py, &mut self.inner, &indexed, EnvPool::step_some)?;
         let mut out: Vec<Option<_>> = (0..actions.len()).map(|_| None).collect();
         for ((i, _), result) in indexed.iter().zip(results) {
             out[*i] = Some(step_tuple(py, result.map_err(|e| py_err(py, e))?)?);
@@ -293,6 +282,21 @@ impl PyEnvPool {
             .map(|env| env.record().map(|r| to_py(py, &r)).transpose())
             .collect()
     }
+}
+
+/// Runs `call` (a pool's `reset_some` or `step_some`) on the environments `indexed` names, each
+/// with its input, where Ctrl-C can stop it; one result per entry.
+fn on_some<T: Sync, R: Send>(
+    py: Python<'_>,
+    pool: &mut EnvPool,
+    indexed: &[(usize, T)],
+    call: impl FnOnce(&mut EnvPool, &[(usize, &T)]) -> Vec<R> + Send,
+) -> PyResult<Vec<R>> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    run_interruptibly(py, &cancel, || {
+        let refs: Vec<(usize, &T)> = indexed.iter().map(|(i, input)| (*i, input)).collect();
+        call(pool, &refs)
+    })
 }
 
 /// evaluate(tasks, policy="oracle", *, sandbox=None, workers=None, max_steps=30, out=None)
