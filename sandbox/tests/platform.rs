@@ -347,17 +347,20 @@ def real_fd_capture(request):
     assert_eq!((report.passed, report.failed, report.errors), (31, 2, 1));
 }
 
-#[test]
-fn a_conftest_importing_a_missing_module_says_which_and_how_to_fix_it() {
-    let report = run(&[
-        (
-            "tests/conftest.py",
-            "import os\nimport frognano_no_such_module.sub\n",
-        ),
-        ("tests/test_a.py", "def test_a():\n    pass\n"),
-    ]);
+/// Runs a passing test beside `file`, which stops pytest with a usage error (exit status 4).
+fn run_to_usage_error(file: (&str, &str)) -> TestReport {
+    let report = run(&[file, ("tests/test_a.py", "def test_a():\n    pass\n")]);
     assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
     assert_eq!(report.exit_code, Some(4));
+    report
+}
+
+#[test]
+fn a_conftest_importing_a_missing_module_says_which_and_how_to_fix_it() {
+    let report = run_to_usage_error((
+        "tests/conftest.py",
+        "import os\nimport frognano_no_such_module.sub\n",
+    ));
     assert_eq!(
         report.detail.as_deref(),
         Some(
@@ -371,15 +374,10 @@ fn a_conftest_importing_a_missing_module_says_which_and_how_to_fix_it() {
 
 #[test]
 fn an_unrecognised_option_is_named() {
-    let report = run(&[
-        (
-            "pyproject.toml",
-            "[tool.pytest.ini_options]\naddopts = \"--frognano-no-such-flag\"\n",
-        ),
-        ("tests/test_a.py", "def test_a():\n    pass\n"),
-    ]);
-    assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
-    assert_eq!(report.exit_code, Some(4));
+    let report = run_to_usage_error((
+        "pyproject.toml",
+        "[tool.pytest.ini_options]\naddopts = \"--frognano-no-such-flag\"\n",
+    ));
     let detail = report.detail.expect("detail");
     assert!(
         detail.contains("does not recognise the option(s) --frognano-no-such-flag"),
