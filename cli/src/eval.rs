@@ -86,7 +86,7 @@ impl From<FirstObservationArg> for frognano_env::FirstObservation {
     }
 }
 
-fn workers(requested: Option<usize>) -> anyhow::Result<usize> {
+pub(crate) fn workers(requested: Option<usize>) -> anyhow::Result<usize> {
     match requested {
         Some(0) => bail!("--workers must be at least 1"),
         Some(n) => Ok(n),
@@ -96,7 +96,7 @@ fn workers(requested: Option<usize>) -> anyhow::Result<usize> {
     }
 }
 
-fn table(rows: &[(&str, String)]) -> Table {
+pub(crate) fn table(rows: &[(&str, String)]) -> Table {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
     table.set_header(vec!["metric", "value"]);

@@ -19,6 +19,7 @@ mod bench_learner;
 mod bench_policy;
 mod bench_sandbox;
 mod bench_serve;
+mod bench_soak;
 mod bench_training;
 mod cluster;
 mod corpus;
@@ -185,6 +186,10 @@ enum BenchCommand {
     /// `frognano serve` against llama.cpp's server (aggregate tok/s at 1, 4 and 8 clients,
     /// side by side) and the HTTP policy's own requests/s.
     Serve(bench_serve::BenchServeArgs),
+    /// Thousands of episodes of a random, often hostile policy through the environment pool:
+    /// resident memory, open file descriptors and temporary folders at the start and the end,
+    /// records written, and a digest of the verdicts to compare runs (idle against loaded).
+    Soak(bench_soak::BenchSoakArgs),
 }
 
 /// Output piped into a reader that stops early (`frognano eval | head`) ends the process
@@ -222,6 +227,7 @@ fn main() -> ExitCode {
         Commands::Bench(BenchCommand::PolicyWorker(args)) => bench_policy::worker(&args),
         Commands::Bench(BenchCommand::Learner(args)) => bench_learner::bench(&args),
         Commands::Bench(BenchCommand::Serve(args)) => bench_serve::bench(&args),
+        Commands::Bench(BenchCommand::Soak(args)) => bench_soak::bench_soak(&args),
     };
     match result {
         Ok(code) => code,

@@ -94,7 +94,7 @@ impl BugArgs {
     }
 }
 
-fn progress_bar(len: usize, what: &str) -> ProgressBar {
+pub(crate) fn progress_bar(len: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len as u64);
     bar.set_style(
         ProgressStyle::with_template(&format!(

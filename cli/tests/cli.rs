@@ -141,6 +141,47 @@ fn a_corpus_build_without_a_ready_entry_exits_non_zero() {
 }
 
 #[test]
+fn a_soak_writes_every_record_leaves_nothing_behind_and_repeats_its_verdicts() {
+    // A private temporary directory: what the soak leaves there is its own.
+    let temp = tempfile::tempdir().expect("tempdir");
+    let soak = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_frognano"))
+            .args([
+                "bench",
+                "soak",
+                "--episodes",
+                "12",
+                "--max-steps",
+                "3",
+                "--json",
+            ])
+            .current_dir(root())
+            .env("TMPDIR", temp.path())
+            .output()
+            .expect("run frognano");
+        assert_success(&output);
+        json(&output)
+    };
+    let first = soak();
+    assert_eq!(first["episodes"], 12, "{first}");
+    assert_eq!(first["records_written"], 12, "{first}");
+    assert_eq!(first["temp_dirs_left"], 0, "{first}");
+    let (start, end) = (&first["fds_start"], &first["fds_end"]);
+    if let (Some(start), Some(end)) = (start.as_u64(), end.as_u64()) {
+        assert!(end <= start, "file descriptors grew: {first}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(temp.path())
+        .expect("read")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The random policy's actions depend on the episode only: the same verdicts again.
+    let second = soak();
+    assert_eq!(first["verdict_digest"], second["verdict_digest"]);
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let output = frognano(&["test", "/definitely/not/here"]);
     assert_eq!(output.status.code(), Some(2));

@@ -33,6 +33,7 @@ mod line_fix;
 mod pool;
 pub mod protocol;
 mod record;
+pub mod soak;
 pub mod taskset;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -53,3 +54,4 @@ pub use frognano_repo::snapshot as repo;
 pub use frognano_sandbox::grading_args;
 pub use pool::{EnvPool, EvalSummary, RolloutEnv, RolloutStats};
 pub use protocol::{ProtocolError, ToolRequest, parse_action};
+pub use soak::{SoakReport, soak};

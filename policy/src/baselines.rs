@@ -496,6 +496,49 @@ impl frognano_core::Policy for RandomPolicy {
     }
 }
 
+/// [`RandomPolicy`] whose every choice depends only on a seed, the task id and the turn: an
+/// episode gets the same actions however episodes interleave across environments and however
+/// loaded the machine is, so two runs over the same tasks can be compared verdict by verdict
+/// (what a soak does).
+#[derive(Debug, Clone)]
+pub struct EpisodeSeededRandom {
+    seed: u64,
+    submit_probability: f64,
+}
+
+impl EpisodeSeededRandom {
+    /// Seeded with `seed`; submits with probability `submit_probability` per step.
+    pub fn new(seed: u64, submit_probability: f64) -> Self {
+        EpisodeSeededRandom {
+            seed,
+            submit_probability,
+        }
+    }
+
+    /// The seed of one turn: FNV-1a over the task id, mixed with the seed and the turn (fixed
+    /// across processes and Rust versions, unlike the standard library's hasher).
+    fn turn_seed(&self, task_id: &str, turn: usize) -> u64 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in task_id.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        hash ^ self.seed.rotate_left(17) ^ (turn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+impl frognano_core::Policy for EpisodeSeededRandom {
+    fn act(&mut self, contexts: &[PolicyContext]) -> Result<Vec<PolicyOutput>> {
+        let mut outputs = Vec::with_capacity(contexts.len());
+        for context in contexts {
+            let seed = self.turn_seed(&context.task_id, context.history.len());
+            let mut turn = RandomPolicy::new(seed, self.submit_probability);
+            outputs.extend(turn.act(std::slice::from_ref(context))?);
+        }
+        Ok(outputs)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,6 +559,45 @@ mod tests {
             now = now.replacen(search.as_str(), replace, 1);
         }
         now
+    }
+
+    #[test]
+    fn episode_seeded_actions_do_not_depend_on_the_batch_or_call_order() {
+        use frognano_core::{Observation, Policy};
+        let context = |task: &str| PolicyContext {
+            task_id: task.to_string(),
+            initial: Observation {
+                text: "Repository map:\n  a.py (3 lines)\n".into(),
+                ..Default::default()
+            },
+            history: Vec::new(),
+        };
+        let (a, b) = (context("task-a"), context("task-b"));
+        let mut policy = EpisodeSeededRandom::new(5, 0.1);
+        let together = policy.act(&[a.clone(), b.clone()]).expect("act");
+        let b_alone = policy.act(std::slice::from_ref(&b)).expect("act");
+        let a_alone = EpisodeSeededRandom::new(5, 0.1)
+            .act(std::slice::from_ref(&a))
+            .expect("act");
+        assert_eq!(together[0].action, a_alone[0].action);
+        assert_eq!(together[1].action, b_alone[0].action);
+        // Another seed or another task: other actions (over a few turns, surely).
+        let differs = (0..8).any(|turn| {
+            let mut at = a.clone();
+            let step = frognano_core::Turn {
+                action: Action::Text { text: "ls".into() },
+                observation: Observation::default(),
+            };
+            at.history = vec![step; turn];
+            let mut bt = b.clone();
+            bt.history = at.history.clone();
+            let x = EpisodeSeededRandom::new(5, 0.1)
+                .act(&[at.clone(), bt])
+                .expect("act");
+            let y = EpisodeSeededRandom::new(6, 0.1).act(&[at]).expect("act");
+            x[0].action != x[1].action && x[0].action != y[0].action
+        });
+        assert!(differs);
     }
 
     #[test]

@@ -19,7 +19,7 @@ mod spec;
 
 pub use frognano_llm as llm;
 
-pub use baselines::{NoopPolicy, OraclePolicy, RandomPolicy, edits_between};
+pub use baselines::{EpisodeSeededRandom, NoopPolicy, OraclePolicy, RandomPolicy, edits_between};
 pub use frognano_llm::{OnnxPolicy, OnnxPolicyConfig};
 pub use frognano_serve::{HttpApi, HttpPolicy, HttpPolicyConfig};
 pub use repair::{RepairConfig, RepairPolicy, feature_names, repair_operators};
