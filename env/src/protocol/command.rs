@@ -182,28 +182,19 @@ pub(super) fn parse_command(lines: &[&str]) -> Result<ToolRequest, ProtocolError
 }
 
 pub(super) fn parse_range(r: &str) -> Result<(Option<usize>, Option<usize>), ProtocolError> {
-    let bad = || {
-        err(format!(
-            "`{r}` is not a line range; write START-END, e.g. `view a.py 10-40`."
-        ))
+    // Each end: empty (open) or a line number.
+    let end_of = |side: &str| -> Result<Option<usize>, ProtocolError> {
+        if side.is_empty() {
+            return Ok(None);
+        }
+        side.parse().map(Some).or_else(|_| {
+            err(format!(
+                "`{r}` is not a line range; write START-END, e.g. `view a.py 10-40`."
+            ))
+        })
     };
     let (a, b) = r.split_once('-').unwrap_or((r, r));
-    let start = if a.is_empty() {
-        None
-    } else {
-        match a.parse::<usize>() {
-            Ok(n) => Some(n),
-            Err(_) => return bad(),
-        }
-    };
-    let end = if b.is_empty() {
-        None
-    } else {
-        match b.parse::<usize>() {
-            Ok(n) => Some(n),
-            Err(_) => return bad(),
-        }
-    };
+    let (start, end) = (end_of(a)?, end_of(b)?);
     if let (Some(s), Some(e)) = (start, end)
         && e < s
     {
@@ -246,4 +237,24 @@ pub(super) fn parse_search_replace(
         search,
         replace,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_ranges_may_be_open_and_are_checked() {
+        assert_eq!(parse_range("10-40").ok(), Some((Some(10), Some(40))));
+        assert_eq!(parse_range("-5").ok(), Some((None, Some(5))));
+        assert_eq!(parse_range("3-").ok(), Some((Some(3), None)));
+        assert_eq!(parse_range("7").ok(), Some((Some(7), Some(7))));
+        let bad = parse_range("a-3").expect_err("not a number");
+        assert!(
+            bad.message.contains("`a-3` is not a line range"),
+            "{}",
+            bad.message
+        );
+        assert!(parse_range("9-3").is_err());
+    }
 }
