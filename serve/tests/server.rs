@@ -54,6 +54,12 @@ async fn post(url: &str, body: Value) -> (u16, Value) {
     (status, body)
 }
 
+/// The JSON the server answers a GET of `path` (under its API root) with.
+async fn get_json(server: &ServerHandle, path: &str) -> Value {
+    let response = client().get(format!("{}{path}", server.url())).send();
+    response.await.expect("send").json().await.expect("JSON")
+}
+
 async fn chat(server: &ServerHandle, body: Value) -> (u16, Value) {
     post(&format!("{}/chat/completions", server.url()), body).await
 }
@@ -417,14 +423,7 @@ async fn bad_requests_get_openai_shaped_errors() {
     let (status, _) = complete(server, json!({"prompt": [u32::MAX]})).await;
     assert_eq!(status, 400);
 
-    let models: Value = client()
-        .get(format!("{}/models", server.url()))
-        .send()
-        .await
-        .expect("models")
-        .json()
-        .await
-        .expect("JSON");
+    let models = get_json(server, "/models").await;
     assert_eq!(models["data"][0]["id"], MODEL_NAME);
     let context = models["data"][0]["max_model_len"]
         .as_u64()
@@ -652,14 +651,7 @@ async fn a_reload_serves_the_new_weights_and_a_bad_folder_changes_nothing() {
     let (status, reply) = post(&reload_url, json!({"model_dir": 3})).await;
     assert_eq!(status, 400, "{reply}");
     assert_eq!(greedy_ids(&server).await, expected);
-    let stats: Value = client()
-        .get(format!("{}/frognano/stats", server.url()))
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("JSON");
+    let stats = get_json(&server, "/frognano/stats").await;
     assert_eq!(stats["reloads"], 1, "{stats}");
     assert_eq!(server.stats().failed_batches, 0);
 
