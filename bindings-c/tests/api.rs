@@ -606,33 +606,16 @@ fn env_functions_reject_null_arguments() {
         assert_ok(frognano_env_new(shared_sandbox(), 5, &mut env));
 
         let mut text = ptr::null_mut();
-        assert_eq!(
-            code(frognano_env_reset(
-                ptr::null_mut(),
-                path.as_ptr(),
-                &mut text
-            )),
-            null
-        );
-        assert_eq!(code(frognano_env_reset(env, ptr::null(), &mut text)), null);
-        assert_eq!(
-            code(frognano_env_reset(env, path.as_ptr(), ptr::null_mut())),
-            null
-        );
+        let reset_code = |env, task_json, out| code(frognano_env_reset(env, task_json, out));
+        assert_eq!(reset_code(ptr::null_mut(), path.as_ptr(), &mut text), null);
+        assert_eq!(reset_code(env, ptr::null(), &mut text), null);
+        assert_eq!(reset_code(env, path.as_ptr(), ptr::null_mut()), null);
         let mut out = ptr::null_mut();
-        assert_eq!(
-            code(frognano_env_step(
-                ptr::null_mut(),
-                action.as_ptr(),
-                &mut out
-            )),
-            null
-        );
-        assert_eq!(code(frognano_env_step(env, ptr::null(), &mut out)), null);
-        assert_eq!(
-            code(frognano_env_step(env, action.as_ptr(), ptr::null_mut())),
-            null
-        );
+        let step_code = |env, action, out| code(frognano_env_step(env, action, out));
+        let action = action.as_ptr();
+        assert_eq!(step_code(ptr::null_mut(), action, &mut out), null);
+        assert_eq!(step_code(env, ptr::null(), &mut out), null);
+        assert_eq!(step_code(env, action, ptr::null_mut()), null);
         assert_eq!(code(frognano_env_record_json(ptr::null(), &mut json)), null);
         assert_eq!(code(frognano_env_record_json(env, ptr::null_mut())), null);
         assert!(text.is_null() && out.is_null() && json.is_null());
