@@ -944,7 +944,11 @@ mod tests {
         let config = main_job_config().expect("the main job");
         assert!(matches!(config.policy, PolicyConfig::Onnx(_)));
         assert!(!config.repos.is_empty());
-        assert!(config.repos.iter().all(|r| r.is_dir()), "{:?}", config.repos);
+        assert!(
+            config.repos.iter().all(|r| r.is_dir()),
+            "{:?}",
+            config.repos
+        );
     }
 
     #[test]
