@@ -77,10 +77,7 @@ pub fn soak<E: RolloutEnv>(
             "a soak needs tasks and at least one episode".into(),
         ));
     }
-    let io = |what: &str| {
-        let what = format!("{what} {}", records.display());
-        move |e: std::io::Error| EnvError::InvalidOption(format!("{what}: {e}"))
-    };
+    let io = |what: &str| EnvError::io(format!("{what} {}", records.display()));
     let temp_before = frognano_temp_entries();
     let rss_start_mb = process_memory_mb("VmRSS");
     let fds_start = open_fds();
@@ -88,7 +85,6 @@ pub fn soak<E: RolloutEnv>(
     let started = Instant::now();
     let round = (pool.len() * 4).max(1);
     let (mut ended, mut failed_resets, mut failed_episodes, mut resolved) = (0, 0, 0, 0);
-    let mut outcomes: Vec<String> = Vec::with_capacity(episodes);
     let (mut rss_warm_mb, mut fds_warm) = (None, None);
     let mut next = 0usize;
     while next < episodes {
@@ -105,9 +101,6 @@ pub fn soak<E: RolloutEnv>(
             policy,
             &batch,
             |record: EpisodeRecord| {
-                if let Ok(outcome) = serde_json::to_string(&record.outcome) {
-                    outcomes.push(outcome);
-                }
                 let line = serde_json::to_string(&record).map_err(std::io::Error::other);
                 let written = line.and_then(|l| writeln!(writer, "{l}"));
                 if let (Err(e), None) = (written, &write_error) {
@@ -137,8 +130,7 @@ pub fn soak<E: RolloutEnv>(
     drop(file);
     drop(pool);
     let wall_s = started.elapsed().as_secs_f64();
-    let records_written = count_records(records).map_err(io("read back"))?;
-    outcomes.sort();
+    let (records_written, verdict_digest) = read_back(records).map_err(io("read back"))?;
     let temp_after = frognano_temp_entries();
     Ok(SoakReport {
         episodes: ended,
@@ -160,19 +152,22 @@ pub fn soak<E: RolloutEnv>(
         } else {
             0.0
         },
-        verdict_digest: frognano_sandbox::assets::sha256_bytes(outcomes.join("\n").as_bytes()),
+        verdict_digest,
     })
 }
 
-/// Lines of `path` that parse as a whole episode record.
-fn count_records(path: &Path) -> std::io::Result<usize> {
-    let mut count = 0;
+/// The lines of `path` that parse as a whole episode record, and the digest of their outcomes
+/// (sorted, so the order episodes ended in does not matter): the verdicts as written.
+fn read_back(path: &Path) -> std::io::Result<(usize, String)> {
+    let mut outcomes: Vec<String> = Vec::new();
     for line in BufReader::new(File::open(path)?).lines() {
-        if serde_json::from_str::<EpisodeRecord>(&line?).is_ok() {
-            count += 1;
+        if let Ok(record) = serde_json::from_str::<EpisodeRecord>(&line?) {
+            outcomes.push(serde_json::to_string(&record.outcome).map_err(std::io::Error::other)?);
         }
     }
-    Ok(count)
+    outcomes.sort();
+    let digest = frognano_sandbox::assets::sha256_bytes(outcomes.join("\n").as_bytes());
+    Ok((outcomes.len(), digest))
 }
 
 /// Names in the temporary directory that FrogNano's temporary files and folders carry.

@@ -207,10 +207,9 @@ struct Shared {
     dry: Vec<Vec<bool>>,
     next_repo: Vec<usize>,
     in_flight: Option<usize>,
-    generated: u64,
-    /// Tasks made per family: among families the worker ranks equal, the one with the fewest
-    /// goes first (proposals drain buffers as they fill, so the deficit alone would keep
-    /// serving the first family).
+    /// Tasks made per family (their sum is the tasks generated). Among families the worker
+    /// ranks equal, the one with the fewest goes first (proposals drain buffers as they fill,
+    /// so the deficit alone would keep serving the first family).
     made: Vec<u64>,
     synth_s: f64,
     errors: Vec<String>,
@@ -741,7 +740,10 @@ impl TaskSynthesizer for FrontierSynthesizer {
             json!(shared.buffers.iter().map(VecDeque::len).sum::<usize>()),
         );
         m.insert("active_tasks".into(), json!(self.active.len()));
-        m.insert("generated_total".into(), json!(shared.generated));
+        m.insert(
+            "generated_total".into(),
+            json!(shared.made.iter().sum::<u64>()),
+        );
         m.insert("evicted_total".into(), json!(shared.evicted));
         m.insert("synthesis_s_total".into(), json!(shared.synth_s));
         m.insert("retired".into(), json!(self.retired));
@@ -918,7 +920,6 @@ fn synthesis_loop(
                 }
                 for t in fresh {
                     guard.seen.insert(t.id.clone());
-                    guard.generated += 1;
                     guard.made[family] += 1;
                     guard.buffers[family].push_back(t);
                 }
