@@ -24,6 +24,12 @@ fn assert_success(output: &Output) -> String {
     stdout
 }
 
+/// `frognano test REPO --json EXTRA...`.
+fn test_json(repo: &std::path::Path, extra: &[&str]) -> Output {
+    let repo = repo.to_str().expect("utf-8");
+    frognano(&[&["test", repo, "--json"], extra].concat())
+}
+
 fn json(output: &Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -68,7 +74,7 @@ fn exit_codes_follow_outcomes() {
         "test_f.py",
         "def test_ok():\n    pass\n\n\ndef test_bad():\n    assert 1 == 2\n",
     )]);
-    let output = frognano(&["test", failing.path().to_str().expect("utf-8"), "--json"]);
+    let output = test_json(failing.path(), &[]);
     assert_eq!(output.status.code(), Some(1));
     let report = json(&output);
     assert_eq!(
@@ -80,29 +86,16 @@ fn exit_codes_follow_outcomes() {
         "test_s.py",
         "def test_spin():\n    while True:\n        pass\n",
     )]);
-    let output = frognano(&[
-        "test",
-        spinning.path().to_str().expect("utf-8"),
-        "--json",
-        "--timeout",
-        "1",
-    ]);
+    let output = test_json(spinning.path(), &["--timeout", "1"]);
     assert_eq!(output.status.code(), Some(3));
     assert_eq!(json(&output)["outcome"], "timeout");
 
-    let selected = frognano(&[
-        "test",
-        failing.path().to_str().expect("utf-8"),
-        "--json",
-        "--",
-        "-k",
-        "test_ok",
-    ]);
+    let selected = test_json(failing.path(), &["--", "-k", "test_ok"]);
     assert_eq!(selected.status.code(), Some(0));
     assert_eq!(json(&selected)["tests"].as_array().map(Vec::len), Some(1));
 
     let empty = write_repo(&[("README.md", "no tests here\n")]);
-    let output = frognano(&["test", empty.path().to_str().expect("utf-8"), "--json"]);
+    let output = test_json(empty.path(), &[]);
     assert_eq!(output.status.code(), Some(5));
     assert_eq!(json(&output)["outcome"], "no_tests");
 }
@@ -112,14 +105,14 @@ fn a_corpus_build_without_a_ready_entry_exits_non_zero() {
     let corpus = tempfile::tempdir().expect("tempdir");
     let corpus_dir = corpus.path().join("corpus");
     let corpus_arg = corpus_dir.to_str().expect("utf-8");
-    let untested = write_repo(&[("README.md", "no tests here\n")]);
-    let added = frognano(&[
-        "corpus",
-        "add",
-        corpus_arg,
-        untested.path().to_str().expect("utf-8"),
-    ]);
-    assert_success(&added);
+    // Adds a repository of `files` to the corpus; the repository lives as long as the result.
+    let add = |files: &[(&str, &str)]| {
+        let repo = write_repo(files);
+        let path = repo.path().to_str().expect("utf-8");
+        assert_success(&frognano(&["corpus", "add", corpus_arg, path]));
+        repo
+    };
+    let _untested = add(&[("README.md", "no tests here\n")]);
     let output = frognano(&["corpus", "build", corpus_arg]);
     assert_eq!(
         output.status.code(),
@@ -129,14 +122,7 @@ fn a_corpus_build_without_a_ready_entry_exits_non_zero() {
     );
     assert!(String::from_utf8_lossy(&output.stderr).contains("no entry of the corpus is ready"));
     // One ready entry beside the failed one: the build did useful work.
-    let tested = write_repo(&[("test_ok.py", "def test_ok():\n    assert 1 + 1 == 2\n")]);
-    let added = frognano(&[
-        "corpus",
-        "add",
-        corpus_arg,
-        tested.path().to_str().expect("utf-8"),
-    ]);
-    assert_success(&added);
+    let _tested = add(&[("test_ok.py", "def test_ok():\n    assert 1 + 1 == 2\n")]);
     assert_success(&frognano(&["corpus", "build", corpus_arg]));
 }
 
