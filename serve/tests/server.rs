@@ -98,6 +98,16 @@ async fn stream(url: &str, body: Value) -> Vec<Value> {
     sse_payloads(&response.text().await.expect("body"))
 }
 
+/// The text of a completion streamed with `body` (`stream` set), its chunks' texts joined.
+async fn streamed_text(server: &ServerHandle, mut body: Value) -> String {
+    body["stream"] = json!(true);
+    let chunks = stream(&format!("{}/completions", server.url()), body).await;
+    chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["text"].as_str())
+        .collect()
+}
+
 fn hello() -> Value {
     json!([{"role": "user", "content": "Say hello."}])
 }
@@ -285,13 +295,7 @@ async fn streamed_deltas_add_up_to_the_reply() {
     // Completions stream too.
     let body = json!({"prompt": "hello", "max_tokens": 10, "temperature": 0});
     let (_, whole) = complete(server, body.clone()).await;
-    let mut streamed = body;
-    streamed["stream"] = json!(true);
-    let chunks = stream(&format!("{}/completions", server.url()), streamed).await;
-    let text: String = chunks
-        .iter()
-        .filter_map(|c| c["choices"][0]["text"].as_str())
-        .collect();
+    let text = streamed_text(server, body).await;
     assert_eq!(Some(text.as_str()), whole["choices"][0]["text"].as_str());
 }
 
@@ -317,13 +321,7 @@ async fn stop_strings_cut_the_reply_streamed_or_not() {
     let (_, reply) = complete(server, stopped.clone()).await;
     assert_eq!(reply["choices"][0]["text"], cut);
     assert_eq!(reply["choices"][0]["finish_reason"], "stop");
-    stopped["stream"] = json!(true);
-    let chunks = stream(&format!("{}/completions", server.url()), stopped).await;
-    let streamed: String = chunks
-        .iter()
-        .filter_map(|c| c["choices"][0]["text"].as_str())
-        .collect();
-    assert_eq!(streamed, cut);
+    assert_eq!(streamed_text(server, stopped).await, cut);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
