@@ -7,13 +7,23 @@ use common::{limited as request, run_one};
 
 use std::time::{Duration, Instant};
 
-use frognano_core::RunOutcome;
+use frognano_core::{RunOutcome, TestReport};
 use frognano_sandbox::TestRequest;
 
 /// Asserts that less than `secs` seconds passed since `started`.
 fn assert_within(started: Instant, secs: u64) {
     let took = started.elapsed();
     assert!(took < Duration::from_secs(secs), "took {took:?}");
+}
+
+/// Runs one test file under a `timeout_s` limit and asserts that it timed out in less than
+/// `within` seconds.
+fn run_to_timeout(file: &str, source: &str, timeout_s: f64, within: u64) -> TestReport {
+    let started = Instant::now();
+    let report = run_one(file, source, &request(timeout_s, 512, 1 << 20));
+    assert_within(started, within);
+    assert_eq!(report.outcome, RunOutcome::Timeout);
+    report
 }
 
 /// A hostile run must leave the sandbox able to run an ordinary suite.
@@ -145,14 +155,12 @@ def test_socket_refused():
 
 #[test]
 fn infinite_loop_times_out_and_keeps_finished_tests() {
-    let started = Instant::now();
-    let report = run_one(
+    let report = run_to_timeout(
         "test_loop.py",
         "def test_first():\n    assert True\n\n\ndef test_spin():\n    while True:\n        pass\n",
-        &request(2.0, 512, 1 << 20),
+        2.0,
+        6,
     );
-    assert_within(started, 6);
-    assert_eq!(report.outcome, RunOutcome::Timeout);
     assert_eq!(
         report.test("test_loop.py::test_first").map(|t| t.outcome),
         Some(frognano_core::TestOutcome::Passed)
@@ -163,14 +171,12 @@ fn infinite_loop_times_out_and_keeps_finished_tests() {
 #[test]
 fn sleeping_in_a_host_call_times_out() {
     // A sleeping guest uses no CPU: the wall-clock backstop (four times the limit) ends it.
-    let started = Instant::now();
-    let report = run_one(
+    let report = run_to_timeout(
         "test_sleep.py",
         "import time\n\n\ndef test_sleep():\n    time.sleep(10**6)\n",
-        &request(1.0, 512, 1 << 20),
+        1.0,
+        8,
     );
-    assert_within(started, 8);
-    assert_eq!(report.outcome, RunOutcome::Timeout);
     assert!(
         report
             .detail
