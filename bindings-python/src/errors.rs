@@ -13,61 +13,47 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-/// The exception classes of `frognano._errors`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exception {
-    Frognano,
-    Setup,
-    SandboxFailure,
-    RepoNotFound,
-    Config,
-    Requirements,
-    InvalidArgument,
-    Task,
-    Episode,
-    Action,
-    Synthesis,
-    Training,
-    Inference,
+/// Declares [`Exception`] from one table of variants and their class names, with `ALL` (every
+/// class, in the order [`load`] keeps them) and `class_name`.
+macro_rules! exceptions {
+    ($($variant:ident => $class:literal,)*) => {
+        /// The exception classes of `frognano._errors`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Exception {
+            $($variant,)*
+        }
+
+        impl Exception {
+            /// Every class, in the order [`load`] keeps them.
+            const ALL: &[Exception] = &[$(Exception::$variant,)*];
+
+            /// The class's name in `frognano._errors`.
+            fn class_name(self) -> &'static str {
+                match self {
+                    $(Exception::$variant => $class,)*
+                }
+            }
+        }
+    };
+}
+
+exceptions! {
+    Frognano => "FrognanoError",
+    Setup => "SetupError",
+    SandboxFailure => "SandboxFailure",
+    RepoNotFound => "RepoNotFoundError",
+    Config => "ConfigError",
+    Requirements => "RequirementsError",
+    InvalidArgument => "InvalidArgumentError",
+    Task => "TaskError",
+    Episode => "EpisodeError",
+    Action => "ActionError",
+    Synthesis => "SynthesisError",
+    Training => "TrainingError",
+    Inference => "InferenceError",
 }
 
 impl Exception {
-    /// Every class, in the order [`load`] keeps them.
-    const ALL: [Exception; 13] = [
-        Exception::Frognano,
-        Exception::Setup,
-        Exception::SandboxFailure,
-        Exception::RepoNotFound,
-        Exception::Config,
-        Exception::Requirements,
-        Exception::InvalidArgument,
-        Exception::Task,
-        Exception::Episode,
-        Exception::Action,
-        Exception::Synthesis,
-        Exception::Training,
-        Exception::Inference,
-    ];
-
-    /// The class's name in `frognano._errors`.
-    fn class_name(self) -> &'static str {
-        match self {
-            Exception::Frognano => "FrognanoError",
-            Exception::Setup => "SetupError",
-            Exception::SandboxFailure => "SandboxFailure",
-            Exception::RepoNotFound => "RepoNotFoundError",
-            Exception::Config => "ConfigError",
-            Exception::Requirements => "RequirementsError",
-            Exception::InvalidArgument => "InvalidArgumentError",
-            Exception::Task => "TaskError",
-            Exception::Episode => "EpisodeError",
-            Exception::Action => "ActionError",
-            Exception::Synthesis => "SynthesisError",
-            Exception::Training => "TrainingError",
-            Exception::Inference => "InferenceError",
-        }
-    }
-
     /// The class of an error kind; `None` for a cancelled call (a `KeyboardInterrupt`).
     fn of_kind(kind: ErrorKind) -> Option<Exception> {
         Some(match kind {
