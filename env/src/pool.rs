@@ -56,6 +56,11 @@ pub struct EnvPool<E = RepoEnv> {
     workers: usize,
 }
 
+/// Each item with its index: input `i` goes to environment `i`.
+fn numbered<T>(items: &[T]) -> Vec<(usize, &T)> {
+    items.iter().enumerate().collect()
+}
+
 /// Runs `job` on each `(index, env, input)` on up to `workers` threads; results in input order.
 fn parallel<E: Send, I: Sync, T: Send>(
     envs: &mut [E],
@@ -178,8 +183,7 @@ impl<E: Environment> EnvPool<E> {
 
     /// Resets environment `i` to `tasks[i]` for every task given (at most [`EnvPool::len`]).
     pub fn reset(&mut self, tasks: &[Task]) -> Vec<Result<Observation>> {
-        let inputs: Vec<(usize, &Task)> = tasks.iter().enumerate().collect();
-        self.reset_some(&inputs)
+        self.reset_some(&numbered(tasks))
     }
 
     /// Resets the named environments.
@@ -191,8 +195,7 @@ impl<E: Environment> EnvPool<E> {
 
     /// Steps environment `i` with `actions[i]` for every action given.
     pub fn step(&mut self, actions: &[Action]) -> Vec<Result<StepResult>> {
-        let inputs: Vec<(usize, &Action)> = actions.iter().enumerate().collect();
-        self.step_some(&inputs)
+        self.step_some(&numbered(actions))
     }
 
     /// Steps the named environments.
