@@ -71,11 +71,7 @@ fn check_python(python: &OsString) -> anyhow::Result<()> {
         ),
         Ok(out) if !out.status.success() => {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            let reason = stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
+            let reason = frognano_core::lines::last_nonblank(&stderr).unwrap_or("");
             bail!(
                 "--ray needs Ray and FrogNano's Python package in {shown}, which cannot import \
                  them ({reason}): {INSTALL} (or set FROGNANO_PYTHON to a Python that has them)"

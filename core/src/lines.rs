@@ -1,4 +1,4 @@
-//! Comparing two versions of a text line by line.
+//! Line-level text helpers: comparing two versions of a text, finding its last line.
 
 /// How many items `old` and `new` share at their start, and then how many at their end (the
 /// end never reaching into the shared start): what lies between is what changed.
@@ -15,6 +15,12 @@ pub fn common_ends<T: PartialEq>(old: &[T], new: &[T]) -> (usize, usize) {
     (head, tail)
 }
 
+/// The last line of `text` that is not blank (a tool's summary or final error line), as it
+/// stands; `None` when every line is blank.
+pub fn last_nonblank(text: &str) -> Option<&str> {
+    text.lines().rev().find(|l| !l.trim().is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -25,5 +31,11 @@ mod tests {
         assert_eq!(common_ends(&["a", "a"], &["a", "a", "a"]), (2, 0));
         assert_eq!(common_ends(&["a", "b"], &["a", "b"]), (2, 0));
         assert_eq!(common_ends::<&str>(&[], &["a"]), (0, 0));
+    }
+
+    #[test]
+    fn the_last_nonblank_line_skips_trailing_blank_ones() {
+        assert_eq!(last_nonblank("a\n b \n\n  \n"), Some(" b "));
+        assert_eq!(last_nonblank(" \n\n"), None);
     }
 }

@@ -690,7 +690,7 @@ fn no_passing(report: &TestReport, prepared: &PreparedRepo) -> Failure {
         .iter()
         .find_map(|t| t.message.as_deref().map(|m| (t.id.as_str(), m)))
         .map(|(id, m)| {
-            let last = m.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let last = frognano_core::lines::last_nonblank(m).unwrap_or("");
             format!("; first: {id}: {}", last.trim())
         })
         .unwrap_or_default();

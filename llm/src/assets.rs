@@ -435,11 +435,7 @@ pub fn run_python_tool(
         )));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let last = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("null");
+    let last = frognano_core::lines::last_nonblank(&stdout).unwrap_or("null");
     serde_json::from_str(last)
         .map_err(|e| InferenceError::Setup(format!("unreadable converter summary {last:?}: {e}")))
 }
