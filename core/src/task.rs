@@ -369,35 +369,24 @@ pub struct PolicyContext {
     pub history: Vec<Turn>,
 }
 
-/// A policy's choice for one episode, with what RL needs to learn from it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PolicyOutput {
-    /// The action to take.
-    pub action: Action,
-    /// Log-probabilities of the sampled choice(s), one per generated token or decision.
-    #[serde(default)]
-    pub logprobs: Vec<f32>,
-    /// The exact prompt token ids the model was fed for this reply (after chat-template
-    /// rendering and context truncation), for token-in/token-out learners: a learner never
-    /// re-tokenizes text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_ids: Option<Vec<u32>>,
-    /// Generated token ids, for token-in/token-out learners.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_ids: Option<Vec<u32>>,
-    /// Which of `token_ids` the learner trains on (true: a model token; false: a token the
-    /// policy inserted, such as a tool result spliced into its own completion). Absent: all.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss_mask: Option<Vec<bool>>,
-    /// Policy-specific data a learner needs to recompute this choice's probability (for the
-    /// repair policy: the candidates' features and the index chosen).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<serde_json::Value>,
-    /// Why the policy could not choose an action for this episode (a served model's request
-    /// failed after its retries, say). The rollout ends such an episode as failed, unresolved
-    /// and marked with this reason, and goes on with the others; `action` is not taken.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+crate::learner_step_record! {
+    /// A policy's choice for one episode, with what RL needs to learn from it.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct PolicyOutput {
+        /// The action to take.
+        pub action: Action,
+        /// Log-probabilities of the sampled choice(s), one per generated token or decision.
+        #[serde(default)]
+        pub logprobs: Vec<f32>,
+    }
+    after {
+        /// Why the policy could not choose an action for this episode (a served model's request
+        /// failed after its retries, say). The rollout ends such an episode as failed,
+        /// unresolved and marked with this reason, and goes on with the others; `action` is not
+        /// taken.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub error: Option<String>,
+    }
 }
 
 impl PolicyOutput {

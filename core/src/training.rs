@@ -5,30 +5,62 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Action, Result};
 
-/// One action of a trajectory, with what the policy recorded when it chose it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepSample {
-    /// The action taken.
-    pub action: Action,
-    /// The observation that came back (tool output: never trained on).
-    pub observation: String,
-    /// Log-probabilities under the rollout policy of the sampled choice(s): one per generated
-    /// token, or one per decision for a policy that chooses among candidates. Empty for scripted
-    /// steps (nothing to learn).
-    #[serde(default)]
-    pub logprobs: Vec<f32>,
-    /// The exact prompt token ids the reply was generated from (token-level policies).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_ids: Option<Vec<u32>>,
-    /// Generated token ids (token-level policies).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_ids: Option<Vec<u32>>,
-    /// Which `token_ids` are model tokens to train on; absent means all of them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss_mask: Option<Vec<bool>>,
-    /// Policy-specific data to recompute the choice's probability.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<serde_json::Value>,
+/// Declares a record of one policy step: its own fields, then the token-level fields a learner
+/// needs (`prompt_ids`, `token_ids`, `loss_mask`, `decision`; each absent unless set, and left
+/// out of the JSON when absent), then the fields of an optional `after { ... }` block. The
+/// records a policy's choice passes through ([`PolicyOutput`](crate::PolicyOutput),
+/// [`StepSample`], the environment's step record) declare these fields this one way, so a
+/// new one reaches every record. The calling crate must depend on `serde` and `serde_json`.
+#[macro_export]
+macro_rules! learner_step_record {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty,)*
+        }
+        $(after {
+            $($(#[$ameta:meta])* $avis:vis $afield:ident: $aty:ty,)*
+        })?
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $($(#[$fmeta])* $fvis $field: $ty,)*
+            /// The exact prompt token ids the model was fed for this reply (after chat-template
+            /// rendering and context truncation), for token-in/token-out learners: a learner
+            /// never re-tokenizes text.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub prompt_ids: Option<Vec<u32>>,
+            /// Generated token ids, for token-in/token-out learners.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub token_ids: Option<Vec<u32>>,
+            /// Which of `token_ids` the learner trains on (true: a model token; false: a token
+            /// the policy inserted, such as a tool result spliced into its own completion).
+            /// Absent: all.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub loss_mask: Option<Vec<bool>>,
+            /// Policy-specific data a learner needs to recompute this choice's probability (for
+            /// the repair policy: the candidates' features and the index chosen).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub decision: Option<::serde_json::Value>,
+            $($($(#[$ameta])* $avis $afield: $aty,)*)?
+        }
+    };
+}
+
+crate::learner_step_record! {
+    /// One action of a trajectory, with what the policy recorded when it chose it.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct StepSample {
+        /// The action taken.
+        pub action: Action,
+        /// The observation that came back (tool output: never trained on).
+        pub observation: String,
+        /// Log-probabilities under the rollout policy of the sampled choice(s): one per
+        /// generated token, or one per decision for a policy that chooses among candidates.
+        /// Empty for scripted steps (nothing to learn).
+        #[serde(default)]
+        pub logprobs: Vec<f32>,
+    }
 }
 
 impl StepSample {

@@ -156,42 +156,32 @@ pub struct Grading {
     pub duration_s: f64,
 }
 
-/// One step of an episode record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
-    /// 1-based step number.
-    pub step: usize,
-    /// The action as given.
-    pub action: Action,
-    /// The parsed tool call (absent when the action did not parse).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<frognano_core::ToolCall>,
-    /// The observation returned.
-    pub observation: String,
-    /// The action was malformed or the tool failed.
-    pub is_error: bool,
-    /// Reward of the step.
-    pub reward: f64,
-    /// Milliseconds the step took.
-    pub elapsed_ms: f64,
-    /// The test run of a `run_tests` step.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tests: Option<TestRunSummary>,
-    /// The policy's log-probabilities for this action (filled in by rollouts).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub logprobs: Vec<f32>,
-    /// The exact prompt token ids the policy's model was fed (token-level policies).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_ids: Option<Vec<u32>>,
-    /// The policy's generated token ids (filled in by rollouts of token-level policies).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_ids: Option<Vec<u32>>,
-    /// Which token ids a learner trains on (absent: all of them).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss_mask: Option<Vec<bool>>,
-    /// Policy-specific data to recompute the choice (see [`PolicyOutput::decision`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<serde_json::Value>,
+frognano_core::learner_step_record! {
+    /// One step of an episode record.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct StepRecord {
+        /// 1-based step number.
+        pub step: usize,
+        /// The action as given.
+        pub action: Action,
+        /// The parsed tool call (absent when the action did not parse).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tool: Option<frognano_core::ToolCall>,
+        /// The observation returned.
+        pub observation: String,
+        /// The action was malformed or the tool failed.
+        pub is_error: bool,
+        /// Reward of the step.
+        pub reward: f64,
+        /// Milliseconds the step took.
+        pub elapsed_ms: f64,
+        /// The test run of a `run_tests` step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tests: Option<TestRunSummary>,
+        /// The policy's log-probabilities for this action (filled in by rollouts).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub logprobs: Vec<f32>,
+    }
 }
 
 impl StepRecord {
