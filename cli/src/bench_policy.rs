@@ -353,7 +353,7 @@ pub fn bench_policy(args: &BenchPolicyArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out)?;
         let path = out.join("results.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+        frognano_repo::write_atomically(&path, serde_json::to_string_pretty(&report)?.as_bytes())?;
         println!("results: {}", path.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -159,8 +159,7 @@ fn experiment(
     };
     let result = run_experiment(&sandbox(image)?, &spec, &mut observer)?;
     let path = out.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&result)?)
-        .with_context(|| format!("write {}", path.display()))?;
+    frognano_repo::write_atomically(&path, serde_json::to_string_pretty(&result)?.as_bytes())?;
     let plot = out.join("curves.png");
     write_png(&plot, &charts(&result))?;
     Ok(result)

@@ -1,7 +1,5 @@
 //! `frognano eval` and `frognano bench env`: run a policy over a task set in the environment.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,6 +12,7 @@ use frognano_core::{Action, Task};
 use frognano_env::{EnvConfig, EnvPool, RepoEnv, patch, repo, taskset};
 use frognano_policy::OraclePolicy;
 use frognano_policy::PolicySpec;
+use frognano_repo::LineFile;
 use frognano_sandbox::{Sandbox, workspace};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -156,12 +155,7 @@ pub fn eval(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     let workers = workers(args.workers)?;
     let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
     let mut pool = EnvPool::for_tasks(sandbox, tasks.len(), workers, config)?;
-    let mut out = match &args.out {
-        Some(path) => Some(BufWriter::new(
-            File::create(path).with_context(|| format!("create {}", path.display()))?,
-        )),
-        None => None,
-    };
+    let mut out = args.out.as_deref().map(LineFile::create).transpose()?;
     let bar = ProgressBar::new(tasks.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} episodes [{elapsed}<{eta}] {msg}")
@@ -210,12 +204,7 @@ fn eval_on_cluster(args: &EvalArgs, tasks: &[Task]) -> anyhow::Result<frognano_e
              --first-observation and --max-observation-chars, or evaluate without --ray"
         );
     }
-    let mut out = match &args.out {
-        Some(path) => Some(BufWriter::new(
-            File::create(path).with_context(|| format!("create {}", path.display()))?,
-        )),
-        None => None,
-    };
+    let mut out = args.out.as_deref().map(LineFile::create).transpose()?;
     let request = serde_json::json!({
         "tasks": tasks,
         "policy": args.policy,
@@ -258,15 +247,12 @@ fn eval_on_cluster(args: &EvalArgs, tasks: &[Task]) -> anyhow::Result<frognano_e
     ))
 }
 
-/// Appends one episode record to a JSONL file and flushes it, so an interrupted run keeps
-/// every finished episode.
-fn write_record(
-    out: &mut BufWriter<File>,
-    record: &frognano_env::EpisodeRecord,
-) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, record)?;
-    out.write_all(b"\n")?;
-    out.flush()
+/// Appends one episode record to a JSONL file, so an interrupted run keeps every finished
+/// episode.
+fn write_record(out: &mut LineFile, record: &frognano_env::EpisodeRecord) -> anyhow::Result<()> {
+    // One whole line: a killed run or a full disk never leaves a torn record.
+    out.write_line(&serde_json::to_string(record)?)?;
+    Ok(())
 }
 
 /// Prints an evaluation report (table or JSON) and gives the exit code.

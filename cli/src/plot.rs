@@ -114,7 +114,7 @@ pub fn write_png(path: &Path, charts: &[Chart]) -> anyhow::Result<()> {
         root.present()?;
     }
     let png = encode_png(&pixels, width, height)?;
-    std::fs::write(path, png).with_context(|| format!("writing {}", path.display()))?;
+    frognano_repo::write_atomically(path, &png)?;
     Ok(())
 }
 

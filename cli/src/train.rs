@@ -468,8 +468,10 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let plot = out.join("curves.png");
     write_png(&plot, &curves(&report))?;
     let report_path = out.join("report.json");
-    std::fs::write(&report_path, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("write {}", report_path.display()))?;
+    frognano_repo::write_atomically(
+        &report_path,
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     println!("{}", summary_table(&report));
     let evaluated = match &report.weights {
         Some(weights) => format!("onnx:{}", weights.display()),

@@ -533,8 +533,20 @@ impl TokenBatch {
     pub fn save(&self, path: &Path) -> Result<()> {
         let data = self.to_safetensors()?;
         let partial = path.with_extension("partial");
-        std::fs::write(&partial, &data)?;
-        std::fs::rename(&partial, path)?;
+        let written = (|| {
+            let mut file = std::fs::File::create(&partial)?;
+            std::io::Write::write_all(&mut file, &data)?;
+            file.sync_all()?;
+            std::fs::rename(&partial, path)
+        })();
+        if let Err(err) = written {
+            // A full disk or a failed rename leaves the old file and no partial one.
+            let _ = std::fs::remove_file(&partial);
+            return Err(Error::Path {
+                path: path.to_path_buf(),
+                message: format!("cannot write the token batch: {err}"),
+            });
+        }
         Ok(())
     }
 

@@ -131,12 +131,11 @@ impl Corpus {
         fs::create_dir_all(root).map_err(CorpusError::io(format!("create {}", root.display())))?;
         let specs = root.join(SPECS_FILE);
         if !specs.is_file() {
-            fs::write(
+            frognano_env::taskset::write_atomically(
                 &specs,
-                "# FrogNano corpus: one package spec per line (NAME==VERSION --hash=sha256:HEX, a \
-                 directory or an sdist file)\n",
-            )
-            .map_err(CorpusError::io(format!("write {}", specs.display())))?;
+                b"# FrogNano corpus: one package spec per line (NAME==VERSION --hash=sha256:HEX, a \
+                  directory or an sdist file)\n",
+            )?;
         }
         Ok(Corpus {
             root: root.to_path_buf(),

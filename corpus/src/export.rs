@@ -98,13 +98,9 @@ pub fn export(corpus: &Corpus, tasks: &[Task], out: &Path) -> Result<ExportSumma
         lines.push('\n');
     }
     summary.tasks = tasks.len();
-    fs::write(&summary.dataset, lines).map_err(CorpusError::io(format!(
-        "write {}",
-        summary.dataset.display()
-    )))?;
+    taskset::write_atomically(&summary.dataset, lines.as_bytes())?;
     let card = card(&summary, &manifests);
-    fs::write(&summary.card, card)
-        .map_err(CorpusError::io(format!("write {}", summary.card.display())))?;
+    taskset::write_atomically(&summary.card, card.as_bytes())?;
     Ok(summary)
 }
 

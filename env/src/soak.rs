@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::time::Instant;
 
@@ -81,7 +81,7 @@ pub fn soak<E: RolloutEnv>(
     let temp_before = frognano_temp_entries();
     let rss_start_mb = process_memory_mb("VmRSS");
     let fds_start = open_fds();
-    let mut writer = BufWriter::new(File::create(records).map_err(io("create"))?);
+    let mut writer = frognano_repo::LineFile::create(records)?;
     let started = Instant::now();
     let round = (pool.len() * 4).max(1);
     let (mut ended, mut failed_resets, mut failed_episodes, mut resolved) = (0, 0, 0, 0);
@@ -96,13 +96,14 @@ pub fn soak<E: RolloutEnv>(
             })
             .collect();
         next += batch.len();
-        let mut write_error: Option<std::io::Error> = None;
+        let mut write_error: Option<EnvError> = None;
         let stats = pool.rollout(
             policy,
             &batch,
             |record: EpisodeRecord| {
-                let line = serde_json::to_string(&record).map_err(std::io::Error::other);
-                let written = line.and_then(|l| writeln!(writer, "{l}"));
+                let written = serde_json::to_string(&record)
+                    .map_err(|e| EnvError::from(frognano_core::Error::from(e)))
+                    .and_then(|line| Ok(writer.write_line(&line)?));
                 if let (Err(e), None) = (written, &write_error) {
                     write_error = Some(e);
                 }
@@ -110,9 +111,8 @@ pub fn soak<E: RolloutEnv>(
             |_, _| {},
         )?;
         if let Some(e) = write_error {
-            return Err(io("write")(e));
+            return Err(e);
         }
-        writer.flush().map_err(io("flush"))?;
         ended += stats.episodes;
         failed_resets += stats.failed_resets;
         failed_episodes += stats.failed_episodes;
@@ -123,11 +123,7 @@ pub fn soak<E: RolloutEnv>(
         }
         on_progress(ended);
     }
-    let file = writer
-        .into_inner()
-        .map_err(|e| io("flush")(e.into_error()))?;
-    file.sync_all().map_err(io("sync"))?;
-    drop(file);
+    drop(writer);
     drop(pool);
     let wall_s = started.elapsed().as_secs_f64();
     let (records_written, verdict_digest) = read_back(records).map_err(io("read back"))?;

@@ -29,7 +29,7 @@ mod error;
 pub mod patch;
 pub mod snapshot;
 
-pub use atomic::write_atomically;
+pub use atomic::{LineFile, write_atomically};
 pub use error::{RepoError, Result};
 pub use patch::{FileChange, FileTree, diff_trees};
 pub use snapshot::{

@@ -1,7 +1,6 @@
 //! [`GrpoTrainer`]: the RL loop. Propose tasks, roll out groups, score, learn, feed back.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -203,7 +202,8 @@ impl<E: RolloutEnv> GrpoTrainer<E> {
         &self.pool
     }
 
-    /// Appends every iteration's metrics to `path` (JSON Lines).
+    /// Writes every iteration's metrics to `path` (JSON Lines; the whole history, rewritten
+    /// atomically after each iteration).
     pub fn set_metrics_file(&mut self, path: impl Into<PathBuf>) {
         self.metrics_file = Some(path.into());
     }
@@ -599,16 +599,18 @@ impl<E: RolloutEnv> Trainer for GrpoTrainer<E> {
             return Err(TrainError::Cancelled.into());
         }
         let metrics = self.run_iteration()?;
-        if let Some(path) = &self.metrics_file {
-            let line = serde_json::to_string(&metrics).map_err(frognano_core::Error::from)?;
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            writeln!(file, "{line}")?;
-        }
         self.iteration += 1;
         self.history.push(metrics.clone());
+        if let Some(path) = &self.metrics_file {
+            // The whole history, rewritten atomically: a kill or a full disk never leaves a
+            // torn line, and the file matches the history a checkpoint holds.
+            let mut text = Vec::new();
+            for past in &self.history {
+                serde_json::to_writer(&mut text, past).map_err(frognano_core::Error::from)?;
+                text.push(b'\n');
+            }
+            frognano_repo::write_atomically(path, &text).map_err(|e| TrainError::Env(e.into()))?;
+        }
         Ok(metrics)
     }
 }
