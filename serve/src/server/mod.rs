@@ -28,7 +28,8 @@
 //! This module starts and stops servers ([`start`] and [`RunningServer`] in a caller's tokio
 //! runtime, [`ServerHandle`] on its own thread, [`serve_until_signal`]; both report their
 //! address, model name and counters through [`ServerInfo`]) and holds the state the handlers
-//! share. The rest lives in its submodules: `config` ([`ServerConfig`]), `stats`
+//! share. The rest lives in its submodules: `check` ([`RequestChecker`]: a request checked as
+//! the server would, without generating), `config` ([`ServerConfig`]), `stats`
 //! ([`ServerStats`] and the live counters), `scheduler` (the model thread and its batching),
 //! `routes` (the router, handlers and error replies), `request` (request bodies and their
 //! checking), `reply` (JSON replies) and `stream` (server-sent events).
@@ -43,6 +44,7 @@ use tokio::sync::oneshot;
 
 use crate::error::{Result, ServeError};
 
+mod check;
 mod config;
 mod reply;
 mod request;
@@ -51,6 +53,7 @@ mod scheduler;
 mod stats;
 mod stream;
 
+pub use check::{Endpoint, Rejection, RequestChecker};
 pub use config::ServerConfig;
 pub use stats::ServerStats;
 

@@ -88,6 +88,24 @@ impl ApiError {
         )
     }
 
+    /// A body over the server's size limit (413).
+    pub(super) fn too_large() -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            "the request body is larger than the server accepts",
+        )
+    }
+
+    pub(super) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub(super) fn message(&self) -> &str {
+        &self.message
+    }
+
     pub(super) fn internal(message: impl Into<String>) -> Self {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -281,17 +299,12 @@ fn check_model(state: &AppState, model: Option<&str>) -> ApiResult<()> {
 }
 
 /// The request body as JSON of type `T` (400 when malformed, 413 when too large).
-fn parse_body<T: serde::de::DeserializeOwned>(
+pub(super) fn parse_body<T: serde::de::DeserializeOwned>(
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> ApiResult<T> {
     let bytes = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "request_too_large",
-                "the request body is larger than the server accepts",
-            )
+            ApiError::too_large()
         } else {
             ApiError::bad_request(format!("cannot read the request body: {rejection}"))
         }
@@ -312,7 +325,7 @@ async fn blocking<T: Send + 'static>(
 /// What the two generation endpoints differ in: how a request names its log-probs and renders
 /// its prompt. Everything else (parsing, the model check, preparation off the async threads,
 /// queueing and the reply) is [`generation_reply`].
-trait GenerationRequest: serde::de::DeserializeOwned + Send + 'static {
+pub(super) trait GenerationRequest: serde::de::DeserializeOwned + Send + 'static {
     /// The endpoint.
     const API: Api;
     /// The sampling parameters.
@@ -370,8 +383,20 @@ impl GenerationRequest for CompletionRequest {
     }
 }
 
-/// Parses a generation request, checks it, prepares its prompt off the async threads, and
-/// answers it.
+/// Checks a parsed generation request and prepares it for the model thread: the model name,
+/// the log-probs asked, the prompt's tokens (template and tokenizer) and the generation options.
+/// CPU-heavy: the server runs it off the async threads.
+pub(super) fn check_generation<R: GenerationRequest>(
+    state: &Arc<AppState>,
+    request: &R,
+) -> ApiResult<Prepared> {
+    check_model(state, request.sampling().model.as_deref())?;
+    let (logprobs, top_logprobs) = request.logprobs()?;
+    let prompt = request.prompt(state)?;
+    prepared(state, prompt, request.sampling(), logprobs, top_logprobs)
+}
+
+/// Parses a generation request, checks and prepares it off the async threads, and answers it.
 async fn generation_reply<R: GenerationRequest>(
     state: Arc<AppState>,
     body: std::result::Result<Bytes, BytesRejection>,
@@ -380,26 +405,8 @@ async fn generation_reply<R: GenerationRequest>(
         Ok(request) => request,
         Err(err) => return err.into_response(),
     };
-    if let Err(err) = check_model(&state, request.sampling().model.as_deref()) {
-        return err.into_response();
-    }
-    let (logprobs, top_logprobs) = match request.logprobs() {
-        Ok(asked) => asked,
-        Err(err) => return err.into_response(),
-    };
     let prompt_state = Arc::clone(&state);
-    let prepared = blocking(move || {
-        let prompt = request.prompt(&prompt_state)?;
-        prepared(
-            &prompt_state,
-            prompt,
-            request.sampling(),
-            logprobs,
-            top_logprobs,
-        )
-    })
-    .await;
-    match prepared {
+    match blocking(move || check_generation(&prompt_state, &request)).await {
         Ok(prepared) => respond(state, R::API, prepared).await,
         Err(err) => err.into_response(),
     }
