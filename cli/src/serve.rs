@@ -43,6 +43,9 @@ pub struct ServeArgs {
     /// folder on this machine): for a trainer's rollouts, which reload after every update.
     #[arg(long)]
     allow_reload: bool,
+    /// Seconds a stop (Ctrl-C, SIGTERM) waits for requests in flight before dropping them.
+    #[arg(long, default_value_t = 10)]
+    shutdown_grace: u64,
 }
 
 pub fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -71,6 +74,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         default_max_tokens: args.default_max_tokens,
         intra_threads: args.threads,
         allow_reload: args.allow_reload,
+        shutdown_grace_s: args.shutdown_grace,
         ..ServerConfig::default()
     };
     config.validate()?;

@@ -40,6 +40,10 @@ pub struct ServerConfig {
     /// with a model folder on this machine). Off by default: a client must not make a server
     /// read arbitrary folders unless its operator allowed it.
     pub allow_reload: bool,
+    /// Seconds a graceful stop waits for requests in flight (streams included) before it drops
+    /// them, so that a client that stalls half-way through its request cannot hold a stop
+    /// forever (default 10).
+    pub shutdown_grace_s: u64,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +60,7 @@ impl Default for ServerConfig {
             default_max_tokens: 256,
             intra_threads: 0,
             allow_reload: false,
+            shutdown_grace_s: 10,
         }
     }
 }
@@ -75,6 +80,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("default_max_tokens", &self.default_max_tokens)
             .field("intra_threads", &self.intra_threads)
             .field("allow_reload", &self.allow_reload)
+            .field("shutdown_grace_s", &self.shutdown_grace_s)
             .finish()
     }
 }

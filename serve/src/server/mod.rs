@@ -132,6 +132,10 @@ pub struct RunningServer {
     stop: Option<oneshot::Sender<()>>,
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
     worker: Option<std::thread::JoinHandle<()>>,
+    /// Tells the model thread to stop when connections dropped after the grace period still
+    /// hold job senders.
+    worker_stop: std_mpsc::Sender<WorkerMessage>,
+    grace: Duration,
 }
 
 /// Loads the model, binds the address and starts serving in the current tokio runtime; returns
@@ -150,6 +154,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     })?;
     let counters = Arc::new(Counters::default());
     let (jobs, job_queue) = std_mpsc::channel::<WorkerMessage>();
+    let worker_stop = jobs.clone();
     let (loaded_tx, loaded_rx) = oneshot::channel();
     let worker_config = config.clone();
     let worker_counters = Arc::clone(&counters);
@@ -237,6 +242,8 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
         stop: Some(stop),
         serving,
         worker: Some(worker),
+        worker_stop,
+        grace: Duration::from_secs(config.shutdown_grace_s),
     })
 }
 
@@ -249,8 +256,9 @@ impl Deref for RunningServer {
 }
 
 impl RunningServer {
-    /// Stops accepting connections, lets in-flight requests finish (streams included), then
-    /// stops the model thread.
+    /// Stops accepting connections, lets in-flight requests finish (streams included) within
+    /// [`ServerConfig::shutdown_grace_s`], drops those still open after it, then stops the
+    /// model thread.
     pub async fn shutdown(mut self) -> Result<()> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -265,9 +273,18 @@ impl RunningServer {
     }
 
     async fn wait(&mut self) -> Result<()> {
-        let served = (&mut self.serving).await;
-        // The router (and with it every job sender) is gone: the model thread ends after its
-        // current batch.
+        // Requests in flight get the grace period; a client stalled half-way through its
+        // request would otherwise hold the stop forever. Connections still open after it are
+        // dropped with the runtime.
+        let served = match tokio::time::timeout(self.grace, &mut self.serving).await {
+            Ok(served) => served,
+            Err(_) => {
+                self.serving.abort();
+                Ok(Ok(()))
+            }
+        };
+        // The model thread ends after its current batch.
+        let _ = self.worker_stop.send(WorkerMessage::Stop);
         if let Some(worker) = self.worker.take() {
             let _ = tokio::task::spawn_blocking(move || worker.join()).await;
         }
@@ -398,7 +415,8 @@ impl ServerHandle {
         }
     }
 
-    /// Shuts down gracefully (in-flight requests finish) and waits for it.
+    /// Shuts down gracefully (in-flight requests finish within the grace period) and waits
+    /// for it.
     pub fn stop(mut self) -> Result<()> {
         self.stop_and_join()
     }

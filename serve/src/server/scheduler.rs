@@ -54,6 +54,9 @@ pub(super) enum WorkerMessage {
     Generate(Job),
     /// Swap in other weights between batches.
     Reload(ReloadJob),
+    /// Stop after the batch running now: the server has stopped, and connections it dropped
+    /// after its grace period may still hold job senders.
+    Stop,
 }
 
 pub(super) fn load_model(config: &ServerConfig) -> Result<(DecoderModel, Arc<TextCodec>)> {
@@ -75,7 +78,7 @@ pub(super) struct Batching {
 }
 
 /// The model thread: batches waiting jobs and runs them, and swaps in new weights when asked,
-/// until every job sender is gone.
+/// until every job sender is gone or it is told to stop.
 pub(super) fn run_worker(
     mut model: DecoderModel,
     codec: &SharedCodec,
@@ -91,11 +94,13 @@ pub(super) fn run_worker(
                 reload_weights(&mut model, codec, reload, model_options, counters);
                 continue;
             }
+            WorkerMessage::Stop => return,
         };
         let mut batch = vec![first];
         // A reload that arrives while the batch gathers runs right after it; requests that
         // arrive after the reload wait for the new weights.
         let mut reload_after = None;
+        let mut stop_after = false;
         let deadline = Instant::now() + batching.window;
         while batch.len() < batching.max_batch {
             // Requests that queued while the previous batch ran join without waiting.
@@ -116,6 +121,10 @@ pub(super) fn run_worker(
                     reload_after = Some(reload);
                     break;
                 }
+                Some(WorkerMessage::Stop) => {
+                    stop_after = true;
+                    break;
+                }
                 None => break,
             }
         }
@@ -127,6 +136,9 @@ pub(super) fn run_worker(
         }
         if let Some(reload) = reload_after {
             reload_weights(&mut model, codec, reload, model_options, counters);
+        }
+        if stop_after {
+            return;
         }
     }
 }
