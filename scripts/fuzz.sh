@@ -8,9 +8,8 @@
 #
 #   scripts/fuzz.sh [--seconds 600] [--parallel 2] [--merge] [--no-sanitizer] [TARGET ...]
 #
-# Works on a stable toolchain: cargo-fuzz's nightly-only flags are enabled with
-# RUSTC_BOOTSTRAP (a nightly toolchain, when installed, is used as is). cargo-fuzz itself is
-# installed with cargo when missing (pinned).
+# Works on the default toolchain, stable included: cargo-fuzz's nightly-only flags are enabled
+# with RUSTC_BOOTSTRAP. cargo-fuzz itself is installed with cargo when missing (pinned).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=600
@@ -39,13 +38,11 @@ done
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --version 0.13.2 --locked
 fi
-toolchain=()
-if rustup run nightly rustc --version >/dev/null 2>&1; then
-    toolchain=(+nightly)
-else
+# The default toolchain, whichever it is: another one would build the whole tree again.
+if ! rustc --version | grep -q nightly; then
     export RUSTC_BOOTSTRAP=1
 fi
-fuzz=(cargo "${toolchain[@]}" fuzz)
+fuzz=(cargo fuzz)
 # Release builds with debug assertions and overflow checks (cargo-fuzz's default).
 "${fuzz[@]}" build --sanitizer "$sanitizer"
 

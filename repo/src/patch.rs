@@ -184,17 +184,47 @@ pub fn reverse(patch: &str) -> Result<String> {
     Ok(out)
 }
 
+/// `prefix` + `path` as git writes it in a diff: in double quotes with C escapes when the path
+/// holds a control character, a double quote or a backslash (otherwise a parser must refuse
+/// it: such a name cannot stand unquoted in a header line).
+fn git_path(prefix: &str, path: &str) -> String {
+    let needs_quoting = |b: u8| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\';
+    if !path.bytes().any(needs_quoting) {
+        return format!("{prefix}{path}");
+    }
+    let mut quoted = format!("\"{prefix}");
+    for c in path.chars() {
+        match c {
+            '\u{7}' => quoted.push_str("\\a"),
+            '\u{8}' => quoted.push_str("\\b"),
+            '\t' => quoted.push_str("\\t"),
+            '\n' => quoted.push_str("\\n"),
+            '\u{b}' => quoted.push_str("\\v"),
+            '\u{c}' => quoted.push_str("\\f"),
+            '\r' => quoted.push_str("\\r"),
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            c if c.is_ascii() && needs_quoting(c as u8) => {
+                quoted.push_str(&format!("\\{:03o}", c as u8));
+            }
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
 fn write_file_diff(
     out: &mut String,
     old: Option<&str>,
     new: Option<&str>,
     patch: &diffy::Patch<'_, str>,
 ) {
-    let a = old.map_or("/dev/null".to_string(), |p| format!("a/{p}"));
-    let b = new.map_or("/dev/null".to_string(), |p| format!("b/{p}"));
-    let shown_a = old.or(new).unwrap_or_default();
-    let shown_b = new.or(old).unwrap_or_default();
-    out.push_str(&format!("diff --git a/{shown_a} b/{shown_b}\n"));
+    let a = old.map_or("/dev/null".to_string(), |p| git_path("a/", p));
+    let b = new.map_or("/dev/null".to_string(), |p| git_path("b/", p));
+    let shown_a = git_path("a/", old.or(new).unwrap_or_default());
+    let shown_b = git_path("b/", new.or(old).unwrap_or_default());
+    out.push_str(&format!("diff --git {shown_a} {shown_b}\n"));
     if old.is_none() {
         out.push_str("new file mode 100644\n");
     } else if new.is_none() {
@@ -279,6 +309,33 @@ mod tests {
         let mut restored = after.clone();
         apply(&mut restored, &reverse(&diff).expect("reverses")).expect("reverse applies");
         assert_eq!(restored, before);
+    }
+
+    #[test]
+    fn paths_with_control_characters_and_quotes_round_trip() {
+        // Found by the fuzzer: a patch may name such a file (git quotes it); the diff of the
+        // trees must quote it too, or it cannot be read back.
+        let before = text_tree(&[("pkg/util.py", "X = 1\n")]);
+        let mut after = before.clone();
+        for name in [
+            "pkg/a\u{1}\u{8}b c.py",
+            "pkg/say \"hi\".py",
+            "pkg/tab\there.py",
+            "pkg/é\u{7f}.py",
+        ] {
+            after.insert(name.to_string(), b"Y = 2\n".to_vec().into());
+        }
+        let diff = diff_trees(&before, &after, 3);
+        assert!(diff.contains("\"b/pkg/a\\001\\bb c.py\""), "{diff}");
+        let mut again = before.clone();
+        apply(&mut again, &diff).expect("the diff applies");
+        assert_eq!(again, after);
+        let names: Vec<String> = changed_files(&diff)
+            .expect("parsed")
+            .iter()
+            .map(|c| c.path().to_string())
+            .collect();
+        assert_eq!(names.len(), 4, "{names:?}");
     }
 
     #[test]
