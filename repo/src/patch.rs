@@ -45,21 +45,22 @@ impl FileChange {
     }
 }
 
-/// Strips git's `a/` / `b/` prefix and checks that the path stays inside the repository.
+/// Strips git's `a/` / `b/` prefix and checks that the path stays inside the repository;
+/// `.` components are dropped (`./pkg/./m.py` is `pkg/m.py`), so one file has one name.
 fn clean_path(raw: &str, prefix: &str) -> Result<String> {
     let raw = raw.trim();
     let stripped = raw.strip_prefix(prefix).unwrap_or(raw);
-    let path = stripped.strip_prefix("./").unwrap_or(stripped);
-    if path.is_empty()
-        || path.starts_with('/')
-        || path.contains('\\')
-        || path.split('/').any(|part| part == ".." || part.is_empty())
+    let parts: Vec<&str> = stripped.split('/').filter(|part| *part != ".").collect();
+    if stripped.starts_with('/')
+        || stripped.contains('\\')
+        || parts.is_empty()
+        || parts.iter().any(|part| *part == ".." || part.is_empty())
     {
         return Err(RepoError::Patch(format!(
             "path {raw:?} is not a relative path inside the repository"
         )));
     }
-    Ok(path.to_string())
+    Ok(parts.join("/"))
 }
 
 fn parse(patch: &str) -> Result<Vec<(FileChange, diffy::Patch<'_, str>)>> {
@@ -336,6 +337,20 @@ mod tests {
             .map(|c| c.path().to_string())
             .collect();
         assert_eq!(names.len(), 4, "{names:?}");
+    }
+
+    #[test]
+    fn dot_components_name_one_file() {
+        // Found by the fuzzer: `b/././m.py` was kept as `./m.py`, a second name for `m.py`.
+        let mut tree = text_tree(&[]);
+        let patch = "diff --git a/./pkg/./m.py b/./pkg/./m.py\nnew file mode 100644\n\
+                     --- /dev/null\n+++ b/././pkg/./m.py\n@@ -0,0 +1 @@\n+X = 1\n";
+        assert_eq!(apply(&mut tree, patch).expect("applies"), ["pkg/m.py"]);
+        assert!(tree.contains_key("pkg/m.py"));
+        let diff = diff_trees(&text_tree(&[]), &tree, 3);
+        let mut again = text_tree(&[]);
+        apply(&mut again, &diff).expect("the diff applies");
+        assert_eq!(again, tree);
     }
 
     #[test]
