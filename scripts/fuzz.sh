@@ -46,7 +46,7 @@ fuzz=(cargo fuzz)
 # Release builds with debug assertions and overflow checks (cargo-fuzz's default).
 "${fuzz[@]}" build --sanitizer "$sanitizer"
 
-work=fuzz/target/work
+work=fuzz/target/campaign
 mkdir -p "$work"
 run_one() {
     local t="$1"
