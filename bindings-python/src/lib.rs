@@ -15,6 +15,7 @@ mod corpus;
 mod curriculum;
 mod env;
 mod errors;
+mod learning;
 mod llm;
 mod model;
 mod policy;
@@ -36,6 +37,7 @@ fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     policy::register(m)?;
     model::register(m)?;
     llm::register(m)?;
+    learning::register(m)?;
     served::register(m)?;
     curriculum::register(m)?;
     train::register(m)?;

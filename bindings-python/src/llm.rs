@@ -145,7 +145,10 @@ impl PyOnnxPolicy {
     }
 }
 
-fn contexts_from_py(py: Python<'_>, contexts: &Bound<'_, PyAny>) -> PyResult<Vec<PolicyContext>> {
+pub(crate) fn contexts_from_py(
+    py: Python<'_>,
+    contexts: &Bound<'_, PyAny>,
+) -> PyResult<Vec<PolicyContext>> {
     if contexts.is_instance_of::<PyDict>() {
         return Err(PyTypeError::new_err(
             "act takes a list of contexts (dicts with task_id, initial, history); wrap a single \
@@ -161,12 +164,13 @@ fn context_from_py(py: Python<'_>, context: &Bound<'_, PyAny>) -> PyResult<Polic
         .map_err(|e| invalid(py, format!("invalid policy context: {e}")))
 }
 
-/// The generation options of an OnnxPolicy: the given keys over the policy's defaults.
-fn policy_generation(
+/// Generation options: the given keys over `defaults` (an OnnxPolicy's, or a learning
+/// policy's sampled ones).
+pub(crate) fn policy_generation(
     py: Python<'_>,
+    defaults: GenerationOptions,
     generation: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<GenerationOptions> {
-    let defaults = OnnxPolicyConfig::default().generation;
     let Some(given) = generation.filter(|g| !g.is_none()) else {
         return Ok(defaults);
     };
@@ -200,7 +204,11 @@ impl PyOnnxPolicy {
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let config = OnnxPolicyConfig {
-            generation: policy_generation(py, generation.as_ref())?,
+            generation: policy_generation(
+                py,
+                OnnxPolicyConfig::default().generation,
+                generation.as_ref(),
+            )?,
             system_prompt,
             max_prompt_tokens: count(py, "max_prompt_tokens", max_prompt_tokens)?,
             intra_threads: count(py, "intra_threads", intra_threads)?,

@@ -1,7 +1,7 @@
 //! Policies: the learnable `RepairPolicy`, and the policies calls take, as Rust policies.
 //!
-//! A call takes a `RepairPolicy`, an `OnnxPolicy`, a baseline name or a Python object with
-//! `act(contexts)` (and `learn(batch)` to be trained).
+//! A call takes a `RepairPolicy`, a `LanguageModelPolicy`, an `OnnxPolicy`, a baseline name
+//! or a Python object with `act(contexts)` (and `learn(batch)` to be trained).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,7 @@ use crate::convert::{
     outputs_from_py, parse, seed_of, to_py,
 };
 use crate::errors::py_err;
+use crate::learning::PyLanguageModelPolicy;
 use crate::llm::{PyOnnxPolicy, ensure_runtime};
 use crate::served::PyHttpPolicy;
 
@@ -124,16 +125,17 @@ pub(crate) fn evaluation_policy(
         Some(p) => match (p.cast::<PyOnnxPolicy>(), p.extract::<String>()) {
             (Ok(onnx), _) => onnx.get().shared(),
             (_, Ok(spec)) => policy_from_spec(py, &spec, tasks)?,
-            _ => match p.cast::<PyHttpPolicy>() {
-                Ok(http) => http.get().shared(),
-                Err(_) => PyAgent::boxed(p, &ErrorSlot::default()),
+            _ => match (p.cast::<PyHttpPolicy>(), p.cast::<PyLanguageModelPolicy>()) {
+                (Ok(http), _) => http.get().shared(),
+                (_, Ok(language)) => language.get().acting(),
+                _ => PyAgent::boxed(p, &ErrorSlot::default()),
             },
         },
     })
 }
 
-/// The policy a trainer trains: a `RepairPolicy` object (shared) or an object with `act` and
-/// `learn`.
+/// The policy a trainer trains: a `RepairPolicy` or `LanguageModelPolicy` object (shared) or
+/// an object with `act` and `learn`.
 pub(crate) fn learning_policy(
     py: Python<'_>,
     policy: &Bound<'_, PyAny>,
@@ -141,6 +143,9 @@ pub(crate) fn learning_policy(
 ) -> PyResult<Box<dyn LearningPolicy>> {
     if let Ok(repair) = policy.cast::<PyRepairPolicy>() {
         return Ok(Box::new(Shared(repair.get().inner.clone())));
+    }
+    if let Ok(language) = policy.cast::<PyLanguageModelPolicy>() {
+        return Ok(language.get().shared());
     }
     if policy.cast::<PyOnnxPolicy>().is_ok() || policy.cast::<PyHttpPolicy>().is_ok() {
         return Err(invalid(
@@ -157,8 +162,8 @@ pub(crate) fn learning_policy(
     Err(invalid(
         py,
         format!(
-            "policy must be a frognano.RepairPolicy or an object with act(contexts) and \
-             learn(batch), got {}",
+            "policy must be a frognano.RepairPolicy, a frognano.LanguageModelPolicy or an \
+             object with act(contexts) and learn(batch), got {}",
             policy.get_type().name()?
         ),
     ))
@@ -177,6 +182,9 @@ pub(crate) fn acting_policy(
     }
     if let Ok(onnx) = policy.cast::<PyOnnxPolicy>() {
         return Ok(onnx.get().shared());
+    }
+    if let Ok(language) = policy.cast::<PyLanguageModelPolicy>() {
+        return Ok(language.get().acting());
     }
     if let Ok(http) = policy.cast::<PyHttpPolicy>() {
         return Ok(http.get().shared());

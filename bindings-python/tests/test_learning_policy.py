@@ -1,6 +1,7 @@
-"""A language model trained by the Rust GrpoTrainer through the drop-in learner path:
-LearningOnnxPolicy (OnnxPolicy rollouts, TorchLearner updates, ONNX hand-back) on the tiny
-model. Needs the frognano[torch] extra (torch, transformers, safetensors); skipped without."""
+"""A language model trained by the Rust GrpoTrainer from Python: LanguageModelPolicy (ONNX
+Runtime rollouts, the PyTorch learner in a child process of this interpreter, ONNX hand-back,
+checkpoints) on the tiny model. Needs the frognano[torch] extra (torch, transformers,
+safetensors); skipped without."""
 
 import json
 import math
@@ -12,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import frognano  # noqa: E402
-from frognano.torch_learner import LearningOnnxPolicy  # noqa: E402
+from frognano.torch_learner import LearningOnnxPolicy, TorchLearner  # noqa: E402
 
 TASKS = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "sample.jsonl"
 
@@ -33,35 +34,43 @@ def test_grpo_trainer_trains_a_language_model_and_hands_its_weights_back(tmp_pat
     metrics = trainer.iterate()
     stats = metrics["extra"]["learner"]
     assert math.isfinite(stats["loss"]) and stats["handback_s"] > 0, stats
-    assert policy.updates == 1
+    assert policy.updates == 1 and stats["updates"] == 1
     assert (policy.weights / "model.onnx").is_file()
-    assert Path(policy.policy.path) == policy.weights
-    # The policy now runs the learner's weights: its rollout log-probs are the learner's.
-    batch = trainer.last_batch
-    arrays = frognano.token_batch(batch)
-    recomputed = policy.learner.logprobs(arrays)
-    outputs = policy.act([{"task_id": "t", "initial": {"text": "fix add()"}, "history": []}])
-    assert outputs[0]["prompt_ids"]
+    assert policy.weights.parent == Path(policy.work_dir) / "weights"
+    # The policy now runs the learner's weights: an act's log-probs are those the learner
+    # computes for the same tokens with the handed-back weights.
+    context = {"task_id": "t", "initial": {"text": "fix add()"}, "history": []}
+    [output] = policy.act([context])
+    assert output["prompt_ids"] and len(output["logprobs"]) == len(output["token_ids"])
+    checkpoint = policy.state()
+    json.dumps(checkpoint)
+    learner = TorchLearner(fp32, {"seed": 0})
+    learner.load_checkpoint(checkpoint["learner_checkpoint"])
+    one_step = {
+        "iteration": 0, "estimator": "grpo", "group_size": 1, "trajectories": [{
+            "task_id": "t", "group": 0, "reward": 1.0, "advantage": 1.0, "resolved": True,
+            "truncated": False,
+            "steps": [{"action": output["action"], "observation": "", **{k: output[k] for k in
+                       ("logprobs", "prompt_ids", "token_ids", "loss_mask", "decision")}}]}]}
+    recomputed = learner.logprobs(frognano.token_batch(one_step))
+    assert len(recomputed) == len(output["logprobs"])
+    assert max(abs(a - b) for a, b in zip(recomputed, output["logprobs"])) < 2e-3
     # A checkpoint restores the same weights after another update.
-    state = policy.state()
-    json.dumps(state)
     saved = (policy.weights / "model.onnx.data").read_bytes()
     trainer.iterate()
-    policy.load_state(state)
+    policy.load_state(checkpoint)
     assert (policy.weights / "model.onnx.data").read_bytes() == saved
-    assert recomputed.shape == arrays["rollout_logprobs"].shape
 
 
 def test_training_rollouts_sample_by_default_and_greedy_ones_are_refused(tmp_path):
-    from frognano.torch_learner import ConfigError
-
     fp32 = frognano.make_tiny_model(tmp_path / "tiny", seed=0, progress=lambda message: None)
-    with pytest.raises(ConfigError, match="greedy"):
+    with pytest.raises(frognano.ConfigError, match="greedy"):
         LearningOnnxPolicy(fp32, {"seed": 0}, work_dir=tmp_path / "greedy",
                            generation={"temperature": 0.0, "max_new_tokens": 4})
     policy = LearningOnnxPolicy(fp32, {"seed": 0}, work_dir=tmp_path / "work",
                                 generation={"max_new_tokens": 4})
-    assert "temperature=1" in repr(policy.policy), repr(policy.policy)
+    assert LearningOnnxPolicy is frognano.LanguageModelPolicy
+    assert "temperature=1" in repr(policy), repr(policy)
     contexts = [{"task_id": "t", "initial": {"text": "fix add()"}, "history": []}] * 4
     outputs = policy.act(contexts)
     assert outputs[0]["decision"]["temperature"] == 1.0

@@ -66,7 +66,6 @@ pub const LEARNER: &[ToolFile] = tool_files!("../../bindings-python/python/frogn
     "_learner_config.py",
     "_learner_model.py",
     "_learner_objective.py",
-    "_learner_policy.py",
     "_learner_serve.py",
     "_learner_weights.py",
 );

@@ -1,4 +1,5 @@
 from os import PathLike
+from pathlib import Path
 from typing import (
     Any,
     Callable,
@@ -22,7 +23,7 @@ __all__ = [
     "tool_instructions", "corpus_add", "corpus_entries", "corpus_build", "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
     "RepairPolicy", "repair_feature_names", "GrpoTrainer", "FrontierSynthesizer",
     "StaticCurriculum", "EasyToHard", "group_advantages", "learnability", "train",
-    "LocalModel", "OnnxPolicy", "HttpPolicy", "fetch_model", "setup_inference", "make_tiny_model",
+    "LocalModel", "OnnxPolicy", "HttpPolicy", "LanguageModelPolicy", "fetch_model", "setup_inference", "make_tiny_model",
     "known_models", "convert_checkpoint", "save_token_batch", "_token_batch_raw",
     "_load_token_batch_raw", "_converter_script",
 ]
@@ -586,6 +587,48 @@ class OnnxPolicy:
     def config(self) -> Dict[str, Any]: ...
     @property
     def path(self) -> str: ...
+
+@final
+class LanguageModelPolicy:
+    """A language model that learns (the policy of `frognano train`'s language-model jobs):
+    act rolls out in ONNX Runtime (or through rollout_server), learn(batch) updates the weights
+    in a PyTorch learner process and hands them back; state/load_state are learner checkpoints.
+    Hand it to GrpoTrainer as its policy. learner: a dict or LearnerConfig; generation: over
+    temperature 1, 192 new tokens (greedy refused); python: the learner's interpreter (default:
+    this one, with the frognano[torch] extra); work_dir default: a temporary folder."""
+
+    def __new__(
+        cls,
+        model: Union[str, "PathLike[str]"],
+        learner: Optional[Any] = None,
+        *,
+        work_dir: Optional[_Path] = None,
+        generation: Optional[Dict[str, Any]] = None,
+        system_prompt: Optional[str] = None,
+        max_prompt_tokens: int = 0,
+        intra_threads: int = 0,
+        python: Optional[_Path] = None,
+        rollout_server: Optional[Dict[str, Any]] = None,
+        runtime_library: Optional[_Path] = None,
+        progress: Optional[Callable[[str], None]] = None,
+    ) -> LanguageModelPolicy: ...
+    def act(self, contexts: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]: ...
+    def learn(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        """loss, updated, updates, handback_s (after an update), rollout_tokens_per_s, ..."""
+    def state(self) -> Dict[str, Any]: ...
+    def load_state(self, state: Dict[str, Any]) -> None: ...
+    @property
+    def updates(self) -> int: ...
+    @property
+    def weights(self) -> "Path": ...
+    @property
+    def start(self) -> str: ...
+    @property
+    def work_dir(self) -> str: ...
+    @property
+    def learner_info(self) -> Dict[str, Any]: ...
+    @property
+    def config(self) -> Dict[str, Any]: ...
 
 @final
 class HttpPolicy:

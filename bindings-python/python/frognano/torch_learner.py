@@ -95,8 +95,9 @@ learner's parts, the ``_learner_*.py`` modules beside it: ``_learner_common`` (l
 ``_learner_batch`` (token batches), ``_learner_config`` (``LearnerConfig``),
 ``_learner_objective`` (log-probs and ``learn``), ``_learner_weights`` (``state_tensors``,
 ``save_hf``, ``export_onnx``, checkpoints, finding the converter), ``_learner_model``
-(``TorchLearner``), ``_learner_serve`` (the serve protocol) and ``_learner_policy``
-(``LearningOnnxPolicy``). In the installed package they are ``frognano._learner_*``. Run as a
+(``TorchLearner``) and ``_learner_serve`` (the serve protocol). In the installed package they
+are ``frognano._learner_*``, and ``LearningOnnxPolicy`` is ``frognano.LanguageModelPolicy``
+(the training job's learning policy, which runs this learner in a child process). Run as a
 script (the Rust trainer writes all of them into one folder in its cache) or loaded by file path,
 this file has no package and they are top-level modules of its folder.
 """
@@ -133,7 +134,6 @@ _PARTS = {
     "_learner_config": ("DEFAULT_TARGET_MODULES", "NORMALIZATIONS", "LearnerConfig"),
     "_learner_model": ("TorchLearner", "_disable_dropout", "seed_everything"),
     "_learner_objective": ("MAX_LOG_RATIO", "STATS_DOC", "_empty_stats", "_truncate_logits"),
-    "_learner_policy": ("LearningOnnxPolicy",),
     "_learner_serve": ("Server", "_error_kind", "_parse_config_arg", "_sanitize"),
     "_learner_weights": (
         "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "CONVERTER_ENV", "TOKENIZER_FILES",
@@ -143,6 +143,10 @@ for _module, _names in _PARTS.items():
     _part = importlib.import_module(f".{_module}", __package__) if __package__ else importlib.import_module(_module)
     globals().update({name: getattr(_part, name) for name in _names})
 del _module, _names, _part
+
+if __package__:
+    # The drop-in learning policy of GrpoTrainer has one home, the compiled package's.
+    from ._frognano import LanguageModelPolicy as LearningOnnxPolicy  # noqa: E402,F401
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
