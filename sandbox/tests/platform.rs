@@ -151,6 +151,11 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
                 "tests/test_import_gap.py",
                 "import termios\n\n\ndef test_x():\n    pass\n",
             ),
+            // CPython's own test helpers are not in the image's standard library.
+            (
+                "tests/test_cpython_helpers.py",
+                "from test.support import os_helper\n\n\ndef test_x():\n    pass\n",
+            ),
         ],
         &["--continue-on-collection-errors"],
     );
@@ -203,6 +208,10 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
         .expect("collection error");
     assert_eq!(module.outcome, TestOutcome::Error);
     assert_eq!(module.platform.as_deref(), Some("termios"));
+    let module = report
+        .test("tests/test_cpython_helpers.py")
+        .expect("collection error");
+    assert_eq!(module.platform.as_deref(), Some("test.support"));
 
     let counts = report.platform_failures();
     let expected: BTreeMap<String, usize> = [
@@ -215,6 +224,7 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
         ("ssl", 1),
         ("asyncio", 1),
         ("termios", 1),
+        ("test.support", 1),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

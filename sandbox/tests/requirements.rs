@@ -315,6 +315,39 @@ fn unresolvable_imports_are_reported_not_retried() {
 }
 
 #[test]
+fn warnings_as_errors_do_not_turn_the_sandboxs_preloaded_plugins_into_an_internal_error() {
+    // The sandbox imports a layer's pytest plugins before pytest starts (to disable those that
+    // cannot load); pytest then notes that it cannot rewrite their asserts. Under a project's
+    // `filterwarnings = ["error"]` that note used to stop the run before any test.
+    let repo = write_repo(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"strict\"\nversion = \"0.1\"\n\n\
+             [project.optional-dependencies]\ntest = [\"pytest\", \"pytest-mock\"]\n\n\
+             [tool.pytest.ini_options]\nfilterwarnings = [\"error\"]\n",
+        ),
+        (
+            "tests/test_strict.py",
+            "import warnings\n\nimport pytest\n\n\ndef test_mocker(mocker):\n    \
+             assert mocker.Mock(return_value=3)() == 3\n\n\ndef test_warnings_still_fail():\n    \
+             with pytest.raises(UserWarning):\n        warnings.warn('still an error')\n",
+        ),
+    ]);
+    let sandbox = common::sandbox();
+    let report = sandbox
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        (report.outcome, report.passed),
+        (RunOutcome::Passed, 2),
+        "{:?}\n{}\n{}",
+        report.detail,
+        report.stdout,
+        report.stderr
+    );
+}
+
+#[test]
 fn a_real_suite_that_needs_a_setup_cfg_extra_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = pinned_sdist("humanize").unpack(dir.path());

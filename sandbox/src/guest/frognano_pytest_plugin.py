@@ -398,7 +398,8 @@ def pytest_runtestloop(session):
 # (os.dup/os.dup2, fd-level capture), "ctypes", "locale", "mmap", "symlinks",
 # "os.<name>" / "time.<name>" / "select.<name>" for a function the module lacks (e.g.
 # "os.umask", "os.getuid", "os.pipe", "time.tzset"), the name of another standard-library
-# module the platform lacks (e.g. "termios", "fcntl", "resource", "pwd", "curses"), and
+# module the platform lacks (e.g. "termios", "fcntl", "resource", "pwd", "curses"),
+# "test.support" for CPython's own test helpers (not in the image's standard library), and
 # "unsupported operation" for any other "not supported"/"not implemented" OS error.
 
 _MODULE_LABELS = {
@@ -516,6 +517,10 @@ def _intrinsic_label(exc, frames):
         return "threads"
     if isinstance(exc, ModuleNotFoundError):
         name = exc.name or ""
+        # CPython's own test package (test.support and its helpers) is not part of the image's
+        # standard library; suites written against it cannot run here.
+        if name == "test" or name.startswith("test.support"):
+            return "test.support"
         stdlib = (
             "Unsupported platform for standard library module" in text
             or ("Standard library module" in text and "was not found" in text)

@@ -22,7 +22,14 @@ def _frognano_run(config):
     # No /dev/null in WASI: point os.devnull at a real file so logging and caplog work.
     os.devnull = config["devnull"]
     random.seed()
-    args = list(config["args"]) + _unloadable_plugins(os.environ)
+    # Plugins and layer packages the sandbox imported before pytest starts (to check that they
+    # load, or in a snapshot) cannot have their asserts rewritten, and pytest says so with a
+    # warning at configuration time. A project whose filterwarnings has "error" would turn that
+    # note about the sandbox's preparation into an internal error before any test ran: ignore
+    # exactly that message (the project's own filters apply to everything else).
+    args = (["-W", "ignore:Module already imported so cannot be rewritten:"
+                   "pytest.PytestAssertRewriteWarning"]
+            + list(config["args"]) + _unloadable_plugins(os.environ))
     sys.argv = ["pytest"] + args
     plugin = importlib.import_module(config["plugin"])
     plugin.installed_layout(config["site_packages"])

@@ -155,6 +155,13 @@ fn explain_pytest_exit(
                 .map(|l| l.trim_matches('!').trim())
                 .find(|l| !l.is_empty());
             match banner {
+                // "Interrupted: 2 errors during collection": the errors were not recorded as
+                // results (an error outside any test module), but they are what stopped it.
+                Some(text) if text.contains("during collection") => format!(
+                    "pytest stopped before running the tests ({text}): test modules or \
+                     packages failed to import (their tracebacks are above); fix what they \
+                     import, or list them in [test] ignore in frognano.toml"
+                ),
                 Some(text) => format!(
                     "pytest was interrupted ({text}): a test, fixture or conftest called \
                      pytest.exit() or raised KeyboardInterrupt"
@@ -469,6 +476,16 @@ mod tests {
         let detail = report.detail.expect("detail");
         assert!(detail.contains("1 error(s) during collection"), "{detail}");
         assert!(detail.contains("[test] ignore"), "{detail}");
+
+        // Collection errors that no test record shows are still named as such.
+        let stdout =
+            "!!!!!!!!!!!!!!!!!!! Interrupted: 2 errors during collection !!!!!!!!!!!!!!!!!!!\n";
+        let detail = ended(2, Vec::new(), stdout, "").detail.expect("detail");
+        assert!(
+            detail.starts_with("pytest stopped before running the tests (Interrupted: 2 errors"),
+            "{detail}"
+        );
+        assert!(!detail.contains("KeyboardInterrupt"), "{detail}");
 
         let stdout =
             "!!!!!!!!!!!!!!!!!!!!! _pytest.outcomes.Exit: stop here !!!!!!!!!!!!!!!!!!!!!\n";
