@@ -315,6 +315,21 @@ fn unresolvable_imports_are_reported_not_retried() {
 }
 
 #[test]
+fn the_pinned_import_name_table_names_the_distributions_called_otherwise() {
+    // A module whose distribution has another name must not be "resolved" with an unrelated
+    // project that happens to carry the module's name.
+    let names = frognano_sandbox::requirements::resolve::import_names(&|m| eprintln!("{m}"))
+        .expect("the pinned import-name table");
+    assert!(names.len() > 600, "{} modules mapped", names.len());
+    assert_eq!(names.distribution("memcache"), Some("python_memcached"));
+    assert_eq!(names.distribution("telegram"), Some("python-telegram-bot"));
+    assert_eq!(names.distribution("bson"), Some("pymongo"));
+    // Generic folder names are never mapped to some distribution.
+    assert_eq!(names.distribution("src"), None);
+    assert_eq!(names.distribution("test"), None);
+}
+
+#[test]
 fn warnings_as_errors_do_not_turn_the_sandboxs_preloaded_plugins_into_an_internal_error() {
     // The sandbox imports a layer's pytest plugins before pytest starts (to disable those that
     // cannot load); pytest then notes that it cannot rewrite their asserts. Under a project's

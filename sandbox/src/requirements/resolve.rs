@@ -1,11 +1,14 @@
 //! The resolution loop's pieces: which modules a collection run could not import, which
 //! distribution provides a module, and whether a downloaded wheel really does.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use frognano_core::{TestOutcome, TestReport};
+
+use crate::assets::{self, PinnedWheel, Progress};
 
 /// Import name -> distribution, for names that differ (or that have no pure-Python wheel:
 /// `pure == false`).
@@ -198,9 +201,118 @@ pub enum Plan {
     Unresolvable(String),
 }
 
+/// The curated import-name table of pipreqs (`pipreqs/mapping`: `module:distribution`
+/// lines, about 1,150 of them), pinned: which distribution provides a module whose name
+/// differs from its own (`jwt` is PyJWT, `serial` pyserial, `magic` python-magic), where a
+/// distribution of the module's own name would be another project.
+const IMPORT_NAME_TABLE: PinnedWheel = PinnedWheel {
+    name: "pipreqs",
+    version: "0.5.0",
+    file: "pipreqs-0.5.0-py3-none-any.whl",
+    sha256: "0809f6217028e35785f80e90217e18043e58c99ba28175e28320f9074dd03874",
+};
+const IMPORT_NAME_MEMBER: &str = "pipreqs/mapping";
+
+/// Module names too generic to map: a repository's own folders (`src`, `tests`, `utils`)
+/// missing from the path are not some distribution's package.
+const GENERIC_MODULES: &[&str] = &[
+    "api", "app", "apps", "base", "client", "common", "config", "core", "data", "doc", "docs",
+    "example", "examples", "ext", "helpers", "lib", "libs", "main", "model", "models", "plugins",
+    "scripts", "server", "setup", "src", "test", "testing", "tests", "tools", "util", "utils",
+];
+
+/// Top-level import name -> the distribution that provides it, where the two names differ.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportNames(BTreeMap<String, String>);
+
+impl ImportNames {
+    /// Reads `module:distribution` lines. A module listed with more than one distribution is
+    /// left out (the table cannot say which), and so are generic names and entries naming
+    /// the module's own distribution.
+    pub fn parse(text: &str) -> Self {
+        let mut seen: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+        for line in text.lines() {
+            let Some((module, distribution)) = line.trim().split_once(':') else {
+                continue;
+            };
+            let (module, distribution) = (module.trim(), distribution.trim());
+            if module.is_empty() || distribution.is_empty() {
+                continue;
+            }
+            seen.entry(module)
+                .and_modify(|d| {
+                    if *d != Some(distribution) {
+                        *d = None;
+                    }
+                })
+                .or_insert(Some(distribution));
+        }
+        let same = |module: &str, distribution: &str| {
+            let normal = |s: &str| s.to_ascii_lowercase().replace(['_', '.'], "-");
+            normal(module) == normal(distribution)
+        };
+        ImportNames(
+            seen.into_iter()
+                .filter_map(|(module, distribution)| Some((module, distribution?)))
+                .filter(|(module, distribution)| {
+                    !GENERIC_MODULES.contains(module) && !same(module, distribution)
+                })
+                .map(|(m, d)| (m.to_string(), d.to_string()))
+                .collect(),
+        )
+    }
+
+    /// The distribution providing the top-level module `module`, when its name differs.
+    pub fn distribution(&self, module: &str) -> Option<&str> {
+        self.0.get(module).map(String::as_str)
+    }
+
+    /// How many modules the table maps.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The pinned import-name table, fetched and verified once (into the cache) and read once per
+/// process.
+pub fn import_names(progress: Progress<'_>) -> crate::Result<&'static ImportNames> {
+    static TABLE: OnceLock<ImportNames> = OnceLock::new();
+    if let Some(table) = TABLE.get() {
+        return Ok(table);
+    }
+    let wheel = assets::fetch_wheels(&[IMPORT_NAME_TABLE], progress)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| crate::SandboxError::Asset {
+            name: IMPORT_NAME_TABLE.name.into(),
+            message: "no wheel fetched".into(),
+        })?;
+    let text =
+        read_member(&wheel, IMPORT_NAME_MEMBER).map_err(|message| crate::SandboxError::Asset {
+            name: IMPORT_NAME_TABLE.name.into(),
+            message: format!("{IMPORT_NAME_MEMBER} in {}: {message}", wheel.display()),
+        })?;
+    Ok(TABLE.get_or_init(|| ImportNames::parse(&text)))
+}
+
+fn read_member(archive: &Path, member: &str) -> std::result::Result<String, String> {
+    let file = fs::File::open(archive).map_err(|e| e.to_string())?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| e.to_string())?;
+    let mut entry = zip.by_name(member).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut entry, &mut text).map_err(|e| e.to_string())?;
+    Ok(text)
+}
+
 /// How a missing module could be provided. `own_modules` are the top-level names the
-/// repository itself defines.
-pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>) -> Plan {
+/// repository itself defines; `names` maps import names to distributions named otherwise
+/// (tried first, before the module's own name, which may be another project).
+pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &ImportNames) -> Plan {
     let top = missing.top_level();
     if own_modules.contains(top) {
         return Plan::Unresolvable(format!(
@@ -227,13 +339,18 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>) -> Plan {
         }
         return Plan::Try(vec![distribution.to_string()]);
     }
-    let mut names = vec![top.to_string()];
+    let mut candidates: Vec<String> = names
+        .distribution(top)
+        .map(String::from)
+        .into_iter()
+        .collect();
+    candidates.push(top.to_string());
     let dashed = top.replace('_', "-");
     if dashed != top {
-        names.push(dashed);
+        candidates.push(dashed);
     }
-    names.push(format!("python-{}", top.replace('_', "-")));
-    Plan::Try(names)
+    candidates.push(format!("python-{}", top.replace('_', "-")));
+    Plan::Try(candidates)
 }
 
 /// Top-level module names a repository defines (packages and modules anywhere in it), so
@@ -600,20 +717,21 @@ mod tests {
             module: m.into(),
             importer: "t.py".into(),
         };
+        let names = ImportNames::default();
         assert_eq!(
-            plan(&missing("dateutil.tz"), &own),
+            plan(&missing("dateutil.tz"), &own, &names),
             Plan::Try(vec!["python-dateutil".into()])
         );
         assert_eq!(
-            plan(&missing("google.protobuf"), &own),
+            plan(&missing("google.protobuf"), &own, &names),
             Plan::Try(vec!["protobuf".into()])
         );
         assert_eq!(
-            plan(&missing("toolz"), &own),
+            plan(&missing("toolz"), &own, &names),
             Plan::Try(vec!["toolz".into(), "python-toolz".into()])
         );
         assert_eq!(
-            plan(&missing("ruamel_yaml"), &own),
+            plan(&missing("ruamel_yaml"), &own, &names),
             Plan::Try(vec![
                 "ruamel_yaml".into(),
                 "ruamel-yaml".into(),
@@ -626,10 +744,44 @@ mod tests {
             ("_ssl", "standard-library"),
             ("termios", "standard-library"),
         ] {
-            match plan(&missing(module), &own) {
+            match plan(&missing(module), &own, &names) {
                 Plan::Unresolvable(reason) => assert!(reason.contains(words), "{reason}"),
                 other => panic!("{module}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn the_import_name_table_is_tried_before_the_modules_own_name() {
+        let names = ImportNames::parse(
+            "sqlalchemy_utils:SQLAlchemy_Utils\nwx:wxPython\nserial:pyserial\n\
+             serial:another\nsrc:atlas\ntoolz:toolz\nbroken line\n:empty\nfitz:PyMuPDF\n\
+             foo_ext:foo-extras\n",
+        );
+        // Ambiguous (serial), generic (src) and same-name entries (toolz, sqlalchemy_utils
+        // once normalised) are left out.
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert_eq!(names.distribution("fitz"), Some("PyMuPDF"));
+        assert_eq!(names.distribution("serial"), None);
+        assert_eq!(names.distribution("sqlalchemy_utils"), None);
+        let own = BTreeSet::new();
+        let missing = |m: &str| MissingModule {
+            module: m.into(),
+            importer: "t.py".into(),
+        };
+        assert_eq!(
+            plan(&missing("foo_ext.types"), &own, &names),
+            Plan::Try(vec![
+                "foo-extras".into(),
+                "foo_ext".into(),
+                "foo-ext".into(),
+                "python-foo-ext".into()
+            ])
+        );
+        // The curated aliases still come first, with what they know of native code.
+        assert!(matches!(
+            plan(&missing("wx"), &own, &names),
+            Plan::Unresolvable(reason) if reason.contains("no pure-Python wheel")
+        ));
     }
 }

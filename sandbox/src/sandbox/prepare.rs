@@ -305,7 +305,8 @@ impl Sandbox {
                     added_now = true;
                     continue;
                 }
-                let reason = match resolve::plan(&missing, &own) {
+                let names = resolve::import_names(progress)?;
+                let reason = match resolve::plan(&missing, &own, names) {
                     Plan::Unresolvable(reason) => Err(reason),
                     Plan::Try(candidates) => {
                         self.find_distribution(&candidates, &top, config, version)?
