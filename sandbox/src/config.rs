@@ -13,6 +13,9 @@
 //! memory-mb = 1024
 //! ```
 //!
+//! A project whose declared runner is `python -m unittest` is collected as unittest would
+//! (see [`crate::runner`]).
+//!
 //! Without a `[test] requirements` list, requirements are detected (see
 //! [`crate::requirements::detect`]): `pyproject.toml` (`[project]` dependencies, test-like
 //! extras and dependency groups, poetry, pdm and hatch tables, embedded tox configuration),
@@ -28,6 +31,7 @@ use serde::Deserialize;
 use crate::error::{Result, SandboxError};
 use crate::layers;
 use crate::requirements::{self, DetectedRequirement, LeftOutRequirement, markers};
+use crate::runner::{self, UnittestRunner};
 
 /// The `[test]` table of `frognano.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -85,6 +89,10 @@ pub struct RepoConfig {
     pub left_out: Vec<LeftOutRequirement>,
     /// Files detection skipped, and why (malformed or unreadable).
     pub notes: Vec<String>,
+    /// The project runs its tests with unittest (see [`crate::runner`]): they are collected as
+    /// unittest would (its options are in `test.args`). None when `args` choose the
+    /// collection patterns themselves.
+    pub unittest_runner: Option<UnittestRunner>,
 }
 
 /// Name of the optional configuration file at a repository root.
@@ -109,7 +117,18 @@ impl RepoConfig {
         } else {
             ConfigFile::default()
         };
-        let test = file.test;
+        let mut test = file.test;
+        // A unittest project is collected as unittest would, unless its frognano.toml chooses
+        // the collection patterns itself.
+        let chooses_patterns = test.args.iter().any(|a| {
+            ["python_files", "python_classes", "python_functions"]
+                .iter()
+                .any(|option| a.contains(option))
+        });
+        let unittest_runner = runner::declared_unittest(root).filter(|_| !chooses_patterns);
+        if let Some(runner) = &unittest_runner {
+            test.args.extend(runner.pytest_args());
+        }
         let pyproject = load_pyproject(root)?;
         let distribution = pyproject.as_ref().and_then(|p| {
             let project = p.get("project")?;
@@ -186,6 +205,7 @@ impl RepoConfig {
             detected,
             left_out,
             notes,
+            unittest_runner,
         })
     }
 }

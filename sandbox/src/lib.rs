@@ -27,6 +27,7 @@ pub mod native;
 pub mod probe;
 mod profile;
 pub mod requirements;
+pub mod runner;
 mod sandbox;
 #[cfg(feature = "testing")]
 pub mod testing;

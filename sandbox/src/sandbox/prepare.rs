@@ -113,6 +113,13 @@ impl Sandbox {
     /// [`Sandbox::prepare_repo`] without the layer snapshot.
     fn prepare_layers(&self, repo: &Path, progress: Progress<'_>) -> Result<PreparedRepo> {
         let mut config = RepoConfig::load(repo)?;
+        if let Some(runner) = &config.unittest_runner {
+            progress(&format!(
+                "{} runs the tests with unittest: collecting TestCase classes from {} files, as \
+                 unittest does",
+                runner.source, runner.pattern
+            ));
+        }
         let bytecode = self.repo_bytecode(&config.root, progress)?;
         if !config.requirements_detected {
             let deps_layer = if config.requirements.is_empty() {

@@ -1,0 +1,60 @@
+//! Projects whose declared runner is unittest run the suite unittest would run.
+
+mod common;
+
+use frognano_core::{RunOutcome, TestOutcome};
+use frognano_sandbox::TestRequest;
+use frognano_sandbox::testing::write_repo;
+
+/// A unittest suite as projects write them: a package of tests that turns warnings into
+/// errors, with helpers pytest's own collection would take for tests.
+const SUITE: &[(&str, &str)] = &[
+    (
+        "tests/__init__.py",
+        "import warnings\n\nwarnings.simplefilter('error')\n",
+    ),
+    (
+        "tests/test_words.py",
+        "import unittest\n\n\n\
+         class TestSuite:\n    \"\"\"A helper that builds cases, not a test.\"\"\"\n\n    \
+         def __init__(self, words):\n        self.words = words\n\n\n\
+         def test_data(name):\n    return name.upper()\n\n\n\
+         class WordTests(unittest.TestCase):\n    \
+         def test_upper(self):\n        self.assertEqual(test_data('a'), 'A')\n\n    \
+         def test_suite_helper(self):\n        self.assertEqual(TestSuite(['x']).words, ['x'])\n",
+    ),
+];
+
+#[test]
+fn a_suite_run_with_unittest_is_collected_as_unittest_collects_it() {
+    let tox = "[tox]\nenvlist = py3\n\n[testenv]\ncommands =\n    \
+               coverage run -m unittest discover {toxinidir}/tests\n";
+    let repo = write_repo(&[SUITE, &[("tox.ini", tox)]].concat());
+    let sandbox = common::sandbox();
+    let report = sandbox
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        (report.outcome, report.passed, report.errors),
+        (RunOutcome::Passed, 2, 0),
+        "{:?}\n{}",
+        report.detail,
+        report.stdout
+    );
+    assert!(
+        report
+            .tests
+            .iter()
+            .all(|t| t.id.contains("::WordTests::") && t.outcome == TestOutcome::Passed),
+        "{:?}",
+        report.tests
+    );
+
+    // The same suite declared as a pytest project keeps pytest's collection: its helpers then
+    // stop the run (what the unittest runner's projects used to get).
+    let repo = write_repo(&[SUITE, &[("tox.ini", "[testenv]\ncommands = pytest\n")]].concat());
+    let report = sandbox
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    assert_ne!(report.outcome, RunOutcome::Passed, "{report:?}");
+}
