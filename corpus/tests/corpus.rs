@@ -48,6 +48,11 @@ fn a_corpus_builds_explains_failures_and_resumes() {
                 "tests/test_shapes.py",
                 "from shapes import area\n\n\ndef test_area():\n    assert area(2, 3) == 6\n",
             ),
+            // A module needing what WebAssembly lacks is excluded, not a broken collection.
+            (
+                "tests/test_terminal.py",
+                "import termios\n\n\ndef test_tty():\n    assert termios\n",
+            ),
         ],
     );
     std::fs::write(
@@ -150,6 +155,14 @@ fn a_corpus_builds_explains_failures_and_resumes() {
     let shapes = by_id("shapes-1.0");
     assert_eq!(shapes.status, Status::Ready, "{shapes:#?}");
     assert_eq!(shapes.tests.passed, 1);
+    assert!(
+        shapes
+            .excluded
+            .iter()
+            .any(|t| t.id == "tests/test_terminal.py" && t.reason == "platform: termios"),
+        "{:#?}",
+        shapes.excluded
+    );
     let reason = |id: &str| {
         by_id(id)
             .failure
