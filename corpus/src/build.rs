@@ -451,7 +451,7 @@ impl Corpus {
         let request = TestRequest {
             limits: Some(limits),
             cancel: options.cancel.clone(),
-            pytest_args: vec!["--continue-on-collection-errors".into()],
+            pytest_args: clean_suite_args(),
             ..TestRequest::default()
         };
         let report = match sandbox.run_tests_prepared(&prepared, &request) {
@@ -469,6 +469,12 @@ impl Corpus {
         let failure = suite_failure(&report, &prepared, &repo);
         finish(manifest, failure)
     }
+}
+
+/// The pytest arguments of an entry's clean suite, in the sandbox and natively: as grading,
+/// a module that fails to import fails only its own tests.
+pub(crate) fn clean_suite_args() -> Vec<String> {
+    vec!["--continue-on-collection-errors".to_string()]
 }
 
 /// Two specs of one id conflict when both pin a hash and the hashes differ, or they name
