@@ -170,6 +170,8 @@ expect "2 of 2 entries ready" "$bin/frognano" corpus list "$corpus_dir"
 "$bin/frognano" corpus synth "$corpus_dir" -n 4
 "$bin/frognano" corpus export "$corpus_dir" -o "$corpus_dir/dataset"
 test -s "$corpus_dir/dataset/tasks.jsonl" && grep -q "Tasks per operator" "$corpus_dir/dataset/README.md"
+"$bin/frognano" corpus summary "$corpus_dir" -o "$corpus_dir.summary.jsonl"
+expect "2 of 2 entries ready" "$bin/frognano" corpus list "$corpus_dir.summary.jsonl"
 section "local models: tiny model in an environment and the agent; SmolLM2 fetch, check, generate"
 tiny_dir="$(mktemp -d)"
 "$bin/frognano" models tiny "$tiny_dir"

@@ -27,8 +27,13 @@ pub enum CorpusCommand {
     /// Build every unfinished entry: fetch (hash-checked), unpack, find test requirements,
     /// run the clean suite once, write the manifest. Resumable: finished entries are kept.
     Build(BuildArgs),
-    /// List the entries with their status, tests and reasons; failures grouped by cause.
+    /// List the entries with their status, tests and reasons; failures grouped by cause. Takes
+    /// a corpus directory or a summary file (`corpus summary`).
     List(ListArgs),
+    /// Write the built entries' summary (one JSON line each: status or cause, test counts,
+    /// excluded tests per reason, suite time, synthesis yield), to choose environments
+    /// without building them.
+    Summary(SummaryArgs),
     /// Synthesize tasks across the ready entries, an equal share per repository.
     Synth(CorpusSynthArgs),
     /// Write the corpus's tasks as a dataset (SWE-bench fields plus FrogNano's) with a card.
@@ -103,7 +108,7 @@ pub struct BuildArgs {
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
-    /// The corpus directory.
+    /// The corpus directory, or a summary file written by `corpus summary`.
     corpus: PathBuf,
     /// Print the manifests as JSON lines instead of a table.
     #[arg(long)]
@@ -111,6 +116,15 @@ pub struct ListArgs {
     /// Only failed entries.
     #[arg(long)]
     failed: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SummaryArgs {
+    /// The corpus directory.
+    corpus: PathBuf,
+    /// Where the summary goes (default: summary.jsonl in the corpus directory).
+    #[arg(short, long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -155,6 +169,7 @@ pub fn corpus(command: &CorpusCommand) -> anyhow::Result<ExitCode> {
         CorpusCommand::Add(args) => add(args),
         CorpusCommand::Build(args) => build(args),
         CorpusCommand::List(args) => list(args),
+        CorpusCommand::Summary(args) => summary(args),
         CorpusCommand::Synth(args) => synth(args),
         CorpusCommand::Export(args) => export(args),
         CorpusCommand::Compare(args) => compare(args),
@@ -488,11 +503,29 @@ fn print_summary(manifests: &[Manifest]) {
     println!("{table}");
 }
 
-fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
+fn summary(args: &SummaryArgs) -> anyhow::Result<ExitCode> {
     let corpus = Corpus::open(&args.corpus)?;
-    let manifests: Vec<Manifest> = corpus
-        .manifests()?
-        .into_iter()
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.corpus.join("summary.jsonl"));
+    let entries = frognano_corpus::write_summary(&corpus, &out)?;
+    println!("{entries} entries -> {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
+    // A summary file lists what it recorded; a corpus directory also knows its unbuilt specs.
+    let (all, specs) = if args.corpus.is_file() {
+        let all = frognano_corpus::read_summary(&args.corpus)?;
+        let specs = all.len();
+        (all, specs)
+    } else {
+        let corpus = Corpus::open(&args.corpus)?;
+        (corpus.manifests()?, corpus.specs()?.len())
+    };
+    let manifests: Vec<&Manifest> = all
+        .iter()
         .filter(|m| !args.failed || !m.is_ready())
         .collect();
     if args.json {
@@ -501,7 +534,6 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let specs = corpus.specs()?.len();
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
     table.set_header(vec![
@@ -535,7 +567,6 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     println!("{table}");
-    let all = corpus.manifests()?;
     print_summary(&all);
     if all.len() < specs {
         println!(

@@ -21,6 +21,7 @@ mod fetch;
 mod manifest;
 mod native;
 mod spec;
+mod summary;
 mod synth;
 mod workers;
 
@@ -36,6 +37,7 @@ pub use manifest::{
 };
 pub use native::{NativeComparison, compare_native};
 pub use spec::{Spec, normalise, parse_list};
+pub use summary::{read_summary, summary_line, write_summary};
 pub use synth::{CorpusSynthOptions, CorpusTasks, SynthEvent, synthesize};
 
 /// The starter list shipped with FrogNano: widely used pure-Python packages whose sdists hold

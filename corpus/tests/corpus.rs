@@ -242,6 +242,30 @@ fn a_corpus_builds_explains_failures_and_resumes() {
     assert!(card.contains("## Tasks per repository"), "{card}");
     assert!(card.contains("## Tasks per operator"), "{card}");
     assert!(card.contains("## Tasks per difficulty"), "{card}");
+
+    // The summary: every entry in one small file, readable without the corpus.
+    let summary = work.path().join("summary.jsonl");
+    assert_eq!(
+        frognano_corpus::write_summary(&corpus, &summary).expect("summary"),
+        8
+    );
+    let lines = frognano_corpus::read_summary(&summary).expect("read summary");
+    let manifests = corpus.manifests().expect("manifests");
+    assert_eq!(lines.len(), manifests.len());
+    for line in &lines {
+        let full = manifests
+            .iter()
+            .find(|m| m.id == line.id)
+            .expect("same entries");
+        assert_eq!(line, &frognano_corpus::summary_line(full));
+        assert!(line.excluded.is_empty() && line.requirements.is_null());
+    }
+    let shapes = lines.iter().find(|m| m.id == "shapes-1.0").expect("shapes");
+    assert_eq!(shapes.excluded_by_reason.get("platform: termios"), Some(&1));
+    assert!(shapes.synthesis.is_some(), "{shapes:?}");
+    std::fs::write(&summary, "{\"not\": \"a manifest\"}\n").expect("write");
+    let err = frognano_corpus::read_summary(&summary).expect_err("malformed");
+    assert!(err.to_string().contains("line 1"), "{err}");
 }
 
 #[test]
