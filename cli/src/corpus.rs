@@ -482,6 +482,18 @@ fn print_summary(manifests: &[Manifest]) {
         let parts: Vec<String> = rows.iter().map(|(r, c)| format!("{c} {r}")).collect();
         println!("excluded tests in ready entries: {}", parts.join(", "));
     }
+    let compared: Vec<f64> = ready
+        .iter()
+        .filter_map(|m| m.native.map(|n| n.native_share()))
+        .collect();
+    if !compared.is_empty() {
+        println!(
+            "compared with native pytest (`corpus compare`): {} of {} ready entries pass at least \
+             90% of the tests native pytest passes",
+            compared.iter().filter(|share| **share >= 0.9).count(),
+            compared.len()
+        );
+    }
     let groups = frognano_corpus::failures_by_kind(manifests);
     if groups.is_empty() {
         return;
@@ -537,7 +549,7 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
     table.set_header(vec![
-        "entry", "status", "tests", "passing", "excluded", "suite s", "tasks", "reason",
+        "entry", "status", "tests", "passing", "excluded", "native", "suite s", "tasks", "reason",
     ]);
     for m in &manifests {
         let mut reasons: Vec<(&String, &usize)> = m.excluded_by_reason.iter().collect();
@@ -553,6 +565,10 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
             m.tests.collected.to_string(),
             m.tests.passed.to_string(),
             excluded.join(", "),
+            // Share of the natively passing tests that pass here (after `corpus compare`).
+            m.native
+                .map(|n| format!("{:.0}%", 100.0 * n.native_share()))
+                .unwrap_or_default(),
             m.suite_seconds
                 .map(|s| format!("{s:.1}"))
                 .unwrap_or_default(),

@@ -32,8 +32,8 @@ pub use error::{CorpusError, Result};
 pub use export::{CARD_FILE, DATASET_FILE, ExportSummary, export};
 pub use fetch::{materialise, registry_sdist};
 pub use manifest::{
-    ExcludedTest, Failure, FailureKind, MANIFEST_FORMAT, Manifest, Status, SynthesisSummary,
-    TestCounts,
+    ExcludedTest, Failure, FailureKind, MANIFEST_FORMAT, Manifest, NativeAgreement, Status,
+    SynthesisSummary, TestCounts,
 };
 pub use native::{NativeComparison, compare_native};
 pub use spec::{Spec, normalise, parse_list};

@@ -209,6 +209,43 @@ pub struct Manifest {
     pub build_seconds: f64,
     /// What synthesis made of it (after `corpus synth`).
     pub synthesis: Option<SynthesisSummary>,
+    /// How its passing tests agree with native pytest's (after `corpus compare`; absent in
+    /// manifests never compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<NativeAgreement>,
+}
+
+/// Passing tests in the sandbox against native pytest, for one entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct NativeAgreement {
+    /// Tests that passed in the sandbox.
+    pub sandbox_passed: usize,
+    /// Tests that passed natively.
+    pub native_passed: usize,
+    /// Tests that passed in both.
+    pub both_passed: usize,
+}
+
+impl NativeAgreement {
+    /// Tests passing in both over tests passing in either (1.0 when neither passes any).
+    pub fn agreement(&self) -> f64 {
+        let either = self.sandbox_passed + self.native_passed - self.both_passed;
+        if either == 0 {
+            1.0
+        } else {
+            self.both_passed as f64 / either as f64
+        }
+    }
+
+    /// Share of the natively passing tests that pass in the sandbox too (1.0 when none pass
+    /// natively): the corpus's readiness bar is 90%.
+    pub fn native_share(&self) -> f64 {
+        if self.native_passed == 0 {
+            1.0
+        } else {
+            self.both_passed as f64 / self.native_passed as f64
+        }
+    }
 }
 
 impl Manifest {
@@ -232,6 +269,7 @@ impl Manifest {
             suite_seconds: None,
             build_seconds: 0.0,
             synthesis: None,
+            native: None,
         }
     }
 

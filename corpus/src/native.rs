@@ -8,6 +8,7 @@ use std::time::Instant;
 use frognano_core::TestOutcome;
 use frognano_sandbox::{Sandbox, TestRequest};
 
+use crate::manifest::NativeAgreement;
 use crate::{Corpus, CorpusError, Result};
 
 /// One entry's sandboxed and native runs side by side.
@@ -35,14 +36,18 @@ pub struct NativeComparison {
 }
 
 impl NativeComparison {
+    /// The counts a manifest keeps.
+    pub fn counts(&self) -> NativeAgreement {
+        NativeAgreement {
+            sandbox_passed: self.sandbox_passed,
+            native_passed: self.native_passed,
+            both_passed: self.both_passed,
+        }
+    }
+
     /// Tests passing in both over tests passing in either (1.0 when neither passes any).
     pub fn agreement(&self) -> f64 {
-        let either = self.sandbox_passed + self.native_passed - self.both_passed;
-        if either == 0 {
-            1.0
-        } else {
-            self.both_passed as f64 / either as f64
-        }
+        self.counts().agreement()
     }
 }
 
@@ -127,5 +132,9 @@ pub fn compare_native(
         }
         *comparison.native_only_by_reason.entry(reason).or_insert(0) += 1;
     }
+    // The manifest keeps the counts, so that lists and summaries show the agreement.
+    let mut updated = manifest.clone();
+    updated.native = Some(comparison.counts());
+    corpus.write_manifest(&updated)?;
     Ok(comparison)
 }

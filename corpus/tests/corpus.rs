@@ -243,6 +243,24 @@ fn a_corpus_builds_explains_failures_and_resumes() {
     assert!(card.contains("## Tasks per operator"), "{card}");
     assert!(card.contains("## Tasks per difficulty"), "{card}");
 
+    // Native agreement, kept in the manifest: the module needing termios passes natively only.
+    let compared =
+        frognano_corpus::compare_native(&corpus, &sandbox, "shapes-1.0", "python3", 120.0)
+            .expect("compare");
+    assert_eq!(compared.error, None, "{compared:?}");
+    assert_eq!(
+        (
+            compared.sandbox_passed,
+            compared.native_passed,
+            compared.both_passed
+        ),
+        (1, 2, 1),
+        "{compared:?}"
+    );
+    let native = corpus.manifest("shapes-1.0").and_then(|m| m.native);
+    assert_eq!(native, Some(compared.counts()));
+    assert!((compared.counts().native_share() - 0.5).abs() < 1e-9);
+
     // The summary: every entry in one small file, readable without the corpus.
     let summary = work.path().join("summary.jsonl");
     assert_eq!(
@@ -262,7 +280,10 @@ fn a_corpus_builds_explains_failures_and_resumes() {
     }
     let shapes = lines.iter().find(|m| m.id == "shapes-1.0").expect("shapes");
     assert_eq!(shapes.excluded_by_reason.get("platform: termios"), Some(&1));
-    assert!(shapes.synthesis.is_some(), "{shapes:?}");
+    assert!(
+        shapes.synthesis.is_some() && shapes.native.is_some(),
+        "{shapes:?}"
+    );
     std::fs::write(&summary, "{\"not\": \"a manifest\"}\n").expect("write");
     let err = frognano_corpus::read_summary(&summary).expect_err("malformed");
     assert!(err.to_string().contains("line 1"), "{err}");
