@@ -10,18 +10,18 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use frognano_core::{Learner, LearningPolicy, Policy, TrainingBatch};
+use frognano_core::{LearningPolicy, Policy};
 use frognano_train::{LanguageModelConfig, LanguageModelPolicy, RolloutServer, WeightsHandle};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::{Map, Value};
 
 use crate::convert::{
-    Shared, from_py_json, invalid, lock, output_json, parse, progress_printer, to_py, type_name,
+    Shared, from_py_json, invalid, lock, parse, progress_printer, to_py, type_name,
 };
 use crate::errors::py_err;
-use crate::llm::{contexts_from_py, count, ensure_runtime, path_text, policy_generation};
-use crate::policy::normalise_batch;
+use crate::llm::{count, ensure_runtime, path_text, policy_generation};
+use crate::policy::{shared_act, shared_learn, shared_load_state, shared_state};
 
 /// LanguageModelPolicy(model, learner=None, *, work_dir=None, generation=None,
 ///                     system_prompt=None, max_prompt_tokens=0, intra_threads=0, python=None,
@@ -203,12 +203,7 @@ impl PyLanguageModelPolicy {
         py: Python<'py>,
         contexts: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let contexts = contexts_from_py(py, &contexts)?;
-        let outputs = self
-            .with(py, |p| p.act(&contexts))
-            .map_err(|e| py_err(py, e))?;
-        let outputs: Vec<Value> = outputs.iter().map(output_json).collect();
-        to_py(py, &outputs)
+        shared_act(py, &self.inner, &contexts)
     }
 
     /// learn(batch) -> stats dict (loss, updated, updates, handback_s, rollout_tokens_per_s, ...)
@@ -216,30 +211,19 @@ impl PyLanguageModelPolicy {
     /// One update from a TrainingBatch dict (what GrpoTrainer hands a learner), then the
     /// hand-back when the weights changed.
     fn learn<'py>(&self, py: Python<'py>, batch: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let batch: TrainingBatch = parse(
-            py,
-            "training batch",
-            normalise_batch(from_py_json(py, &batch)?),
-        )?;
-        let stats = self
-            .with(py, |p| p.learn(&batch))
-            .map_err(|e| py_err(py, e))?;
-        to_py(py, &stats)
+        shared_learn(py, &self.inner, &batch)
     }
 
     /// state() -> dict {"kind": "language-model", "updates", "learner_checkpoint"}: writes a
     /// learner checkpoint under work_dir (the two newest are kept).
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let state = self.with(py, |p| p.state()).map_err(|e| py_err(py, e))?;
-        to_py(py, &state)
+        shared_state(py, &self.inner)
     }
 
     /// load_state(state): restores a state() (learner weights, optimizer, RNG) and hands its
     /// weights to the rollouts.
     fn load_state(&self, py: Python<'_>, state: Bound<'_, PyAny>) -> PyResult<()> {
-        let state = from_py_json(py, &state)?;
-        self.with(py, |p| p.load_state(&state))
-            .map_err(|e| py_err(py, e))
+        shared_load_state(py, &self.inner, &state)
     }
 
     /// Updates applied so far.

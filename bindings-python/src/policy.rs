@@ -22,7 +22,7 @@ use crate::convert::{
 };
 use crate::errors::py_err;
 use crate::learning::PyLanguageModelPolicy;
-use crate::llm::{PyOnnxPolicy, ensure_runtime};
+use crate::llm::{PyOnnxPolicy, contexts_from_py, ensure_runtime};
 use crate::served::PyHttpPolicy;
 
 // ---------------------------------------------------------------------------------------------
@@ -245,6 +245,66 @@ pub(crate) fn normalise_batch(mut value: Value) -> Value {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The Python methods of a Rust learning policy shared with the trainer (RepairPolicy,
+// LanguageModelPolicy): one implementation each. Calls release the GIL; the lock may be held by
+// a training thread.
+
+/// `act(contexts)`: the next action of each episode context, as output dicts.
+pub(crate) fn shared_act<'py, P: Policy + Send + ?Sized>(
+    py: Python<'py>,
+    inner: &Mutex<P>,
+    contexts: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let contexts = contexts_from_py(py, contexts)?;
+    let outputs = py
+        .detach(|| lock(inner).act(&contexts))
+        .map_err(|e| py_err(py, e))?;
+    let outputs: Vec<Value> = outputs.iter().map(output_json).collect();
+    to_py(py, &outputs)
+}
+
+/// `learn(batch)`: one update from a TrainingBatch dict (a hand-made batch's missing counters
+/// and flags take neutral values); the stats dict.
+pub(crate) fn shared_learn<'py, L: Learner + Send + ?Sized>(
+    py: Python<'py>,
+    inner: &Mutex<L>,
+    batch: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let batch: TrainingBatch = parse(
+        py,
+        "training batch",
+        normalise_batch(from_py_json(py, batch)?),
+    )?;
+    let stats = py
+        .detach(|| lock(inner).learn(&batch))
+        .map_err(|e| py_err(py, e))?;
+    to_py(py, &stats)
+}
+
+/// `state()`: the learner's state as a dict.
+pub(crate) fn shared_state<'py, L: Learner + Send + ?Sized>(
+    py: Python<'py>,
+    inner: &Mutex<L>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let state = py
+        .detach(|| lock(inner).state())
+        .map_err(|e| py_err(py, e))?;
+    to_py(py, &state)
+}
+
+/// `load_state(state)`: restores a `state()`; a state that does not fit is an invalid
+/// argument.
+pub(crate) fn shared_load_state<L: Learner + Send + ?Sized>(
+    py: Python<'_>,
+    inner: &Mutex<L>,
+    state: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let state = from_py_json(py, state)?;
+    py.detach(|| lock(inner).load_state(&state))
+        .map_err(|e| invalid(py, e.to_string()))
+}
+
+// ---------------------------------------------------------------------------------------------
 // RepairPolicy.
 
 /// RepairPolicy(seed=0, *, max_attempts=8, view_chunk=100, max_file_lines=1200,
@@ -321,13 +381,7 @@ impl PyRepairPolicy {
         py: Python<'py>,
         contexts: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let contexts: Vec<PolicyContext> =
-            parse(py, "policy contexts", from_py_json(py, &contexts)?)?;
-        let outputs = self
-            .with(py, |p| p.act(&contexts))
-            .map_err(|e| py_err(py, e))?;
-        let outputs: Vec<Value> = outputs.iter().map(output_json).collect();
-        to_py(py, &outputs)
+        shared_act(py, &self.inner, &contexts)
     }
 
     /// learn(batch) -> stats dict (decisions, grad_norm, mean_entropy)
@@ -336,28 +390,17 @@ impl PyRepairPolicy {
     /// trajectories with an advantage and steps with the recorded decisions). Missing counters
     /// and flags of a hand-made batch take neutral values.
     fn learn<'py>(&self, py: Python<'py>, batch: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let batch: TrainingBatch = parse(
-            py,
-            "training batch",
-            normalise_batch(from_py_json(py, &batch)?),
-        )?;
-        let stats = self
-            .with(py, |p| p.learn(&batch))
-            .map_err(|e| py_err(py, e))?;
-        to_py(py, &stats)
+        shared_learn(py, &self.inner, &batch)
     }
 
     /// state() -> dict: weights by feature, optimiser moments, updates and config.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let state = self.with(py, |p| p.state()).map_err(|e| py_err(py, e))?;
-        to_py(py, &state)
+        shared_state(py, &self.inner)
     }
 
     /// load_state(state): restores a state() (weights are matched by feature name).
     fn load_state(&self, py: Python<'_>, state: Bound<'_, PyAny>) -> PyResult<()> {
-        let state = from_py_json(py, &state)?;
-        self.with(py, |p| p.load_state(&state))
-            .map_err(|e| invalid(py, e.to_string()))
+        shared_load_state(py, &self.inner, &state)
     }
 
     /// set_weights(weights): a dict feature name -> weight (the others keep theirs) or a list
