@@ -20,7 +20,7 @@ use crate::convert::{
     Shared, from_py_json, invalid, lock, parse, progress_printer, to_py, type_name,
 };
 use crate::errors::py_err;
-use crate::llm::{count, ensure_runtime, path_text, policy_generation};
+use crate::llm::{count, ensure_runtime, model_spec, path_text, policy_generation};
 use crate::policy::{shared_act, shared_learn, shared_load_state, shared_state};
 
 /// LanguageModelPolicy(model, learner=None, *, work_dir=None, generation=None,
@@ -129,16 +129,7 @@ impl PyLanguageModelPolicy {
         runtime_library: Option<PathBuf>,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let model: PathBuf = model.extract().map_err(|_| {
-            invalid(
-                py,
-                format!(
-                    "model must be a model folder (str or path) or a registry name such as \
-                     \"smollm2-135m\", got {}",
-                    type_name(&model)
-                ),
-            )
-        })?;
+        let model = model_spec(&model)?;
         let rollout_server: Option<RolloutServer> = match rollout_server.filter(|s| !s.is_none()) {
             Some(server) => Some(parse(py, "rollout_server", from_py_json(py, &server)?)?),
             None => None,
@@ -148,7 +139,7 @@ impl PyLanguageModelPolicy {
             None => py.import("sys")?.getattr("executable")?.extract()?,
         };
         let config = LanguageModelConfig {
-            model: model.to_string_lossy().into_owned(),
+            model,
             generation: policy_generation(
                 py,
                 LanguageModelConfig::default().generation,

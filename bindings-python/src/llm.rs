@@ -93,13 +93,8 @@ pub(crate) fn ensure_runtime(py: Python<'_>, explicit: Option<PathBuf>) -> PyRes
     Ok(())
 }
 
-/// A model argument (folder, `.onnx` file or registry name, `str` or path-like) resolved to a
-/// model folder, fetching a registry model on first use.
-pub(crate) fn resolve(
-    py: Python<'_>,
-    model: &Bound<'_, PyAny>,
-    progress: Option<Py<PyAny>>,
-) -> PyResult<PathBuf> {
+/// A model argument as text: a folder, `.onnx` file or registry name, `str` or path-like.
+pub(crate) fn model_spec(model: &Bound<'_, PyAny>) -> PyResult<String> {
     let spec: PathBuf = model.extract().map_err(|_| {
         PyTypeError::new_err(format!(
             "model must be a model folder (str or path) or a registry name such as \
@@ -107,7 +102,17 @@ pub(crate) fn resolve(
             type_name(model)
         ))
     })?;
-    let spec = spec.to_string_lossy().into_owned();
+    Ok(spec.to_string_lossy().into_owned())
+}
+
+/// A model argument (folder, `.onnx` file or registry name, `str` or path-like) resolved to a
+/// model folder, fetching a registry model on first use.
+pub(crate) fn resolve(
+    py: Python<'_>,
+    model: &Bound<'_, PyAny>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<PathBuf> {
+    let spec = model_spec(model)?;
     let printer = progress_printer(progress);
     py.detach(|| assets::resolve_model(&spec, &printer))
         .map_err(|err| py_err(py, err))

@@ -248,8 +248,7 @@ impl ImportNames {
                 .or_insert(Some(distribution));
         }
         let same = |module: &str, distribution: &str| {
-            let normal = |s: &str| s.to_ascii_lowercase().replace(['_', '.'], "-");
-            normal(module) == normal(distribution)
+            crate::layers::normalise(module) == crate::layers::normalise(distribution)
         };
         ImportNames(
             seen.into_iter()
