@@ -3,7 +3,7 @@
 
 mod common;
 
-use frognano_core::RunOutcome;
+use frognano_core::{RunOutcome, TestOutcome};
 use frognano_sandbox::testing::{pinned_sdist, write_repo};
 use frognano_sandbox::{RepoConfig, TestRequest};
 
@@ -355,6 +355,54 @@ fn warnings_as_errors_do_not_turn_the_sandboxs_preloaded_plugins_into_an_interna
     assert_eq!(
         (report.outcome, report.passed),
         (RunOutcome::Passed, 2),
+        "{:?}\n{}\n{}",
+        report.detail,
+        report.stdout,
+        report.stderr
+    );
+}
+
+#[test]
+fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuration() {
+    // pytest-timeout and pytest-xdist are left out of test requirements (the sandbox's budget
+    // and single process stand in for them). A project that loads them with `-p` in its
+    // addopts, sets their ini keys under --strict-config and uses their markers under
+    // --strict-markers used to stop at configuration ("No module named 'timeout'").
+    let repo = write_repo(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"timed\"\nversion = \"0.1\"\n\n\
+             [project.optional-dependencies]\ntest = [\"pytest\", \"pytest-timeout\", \
+             \"pytest-xdist\"]\n\n\
+             [tool.pytest.ini_options]\n\
+             addopts = \"-p timeout -p xdist --strict-config --strict-markers\"\n\
+             timeout = \"20\"\ntimeout_method = \"thread\"\nrsyncdirs = [\"src\"]\n",
+        ),
+        (
+            "tests/test_timed.py",
+            "import pytest\n\n\n@pytest.mark.timeout(5)\ndef test_marked():\n    \
+             assert True\n\n\n@pytest.mark.xdist_group('one')\ndef test_grouped():\n    \
+             assert True\n",
+        ),
+    ]);
+    let sandbox = common::sandbox();
+    let report = sandbox
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    let outcome = |name: &str| {
+        report
+            .tests
+            .iter()
+            .find(|t| t.id.ends_with(name))
+            .map(|t| t.outcome)
+    };
+    assert_eq!(
+        (
+            outcome("test_marked"),
+            outcome("test_grouped"),
+            report.passed
+        ),
+        (Some(TestOutcome::Passed), Some(TestOutcome::Passed), 2),
         "{:?}\n{}\n{}",
         report.detail,
         report.stdout,

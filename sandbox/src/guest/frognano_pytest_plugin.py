@@ -93,7 +93,57 @@ def pytest_addoption(parser, pluginmanager):
         group.addoption("--maxprocesses", dest="frognano_maxprocesses")
     if _missing("pytest_timeout"):
         group.addoption("--timeout", dest="frognano_timeout")
-        parser.addini("timeout", "ignored in the sandbox")
+        group.addoption("--timeout-method", "--timeout_method", dest="frognano_timeout_method")
+        group.addoption("--session-timeout", dest="frognano_session_timeout")
+    for module, _names, ini_keys, _markers in _ABSENT_PLUGINS:
+        if _missing(module):
+            for key in ini_keys:
+                parser.addini(key, "ignored in the FrogNano sandbox (%s is not installed)" % module)
+
+
+# Plugins that test requirements leave out (the sandbox's own budget, capture and single
+# process stand in for them), with the names a repository may load them by (`-p NAME` in its
+# addopts: the entry-point name or the module), and the ini keys and markers they declare. When
+# the plugin is absent, those names load a stand-in that does nothing, and its ini keys and
+# markers are declared, so that `-p timeout`, `--strict-config` and `--strict-markers` in a
+# project's configuration still let its tests run.
+_ABSENT_PLUGINS = (
+    ("pytest_timeout", ("timeout", "pytest_timeout"),
+     ("timeout", "timeout_method", "timeout_func_only", "timeout_disable_debugger_detection",
+      "session_timeout"),
+     ("timeout(timeout=None, method=None, func_only=False): pytest-timeout's marker (ignored: "
+      "the FrogNano sandbox's CPU-time budget applies)",)),
+    ("xdist", ("xdist", "xdist.plugin", "xdist.looponfail"),
+     ("rsyncdirs", "rsyncignore", "looponfailroots"),
+     ("xdist_group(name): pytest-xdist's marker (ignored: one process)",)),
+    ("pytest_cov", ("pytest_cov", "pytest_cov.plugin"), (), ()),
+    ("pytest_benchmark", ("benchmark", "pytest_benchmark", "pytest_benchmark.plugin"), (),
+     ("benchmark: pytest-benchmark's marker (ignored)",)),
+    ("pytest_ruff", ("ruff", "pytest_ruff"), (), ()),
+    ("pytest_mypy", ("mypy", "pytest_mypy"), (), ()),
+    ("pytest_black", ("black", "pytest_black"), (), ()),
+    ("pytest_flake8", ("flake8", "pytest_flake8"), (), ()),
+    ("pytest_isort", ("isort", "pytest_isort"), (), ()),
+    ("pytest_pylint", ("pylint", "pytest_pylint", "pytest_pylint.plugin"), (), ()),
+)
+
+
+class _AbsentPlugin:
+    """What `-p NAME` loads for a plugin the sandbox leaves out: nothing."""
+
+    def __init__(self, module):
+        self.module = module
+
+
+def pytest_addhooks(pluginmanager):
+    # Called when this plugin is registered, before pytest reads `-p` from the arguments and
+    # the project's addopts: a name registered here makes that `-p NAME` a no-op.
+    for module, names, _ini, _markers in _ABSENT_PLUGINS:
+        if not _missing(module):
+            continue
+        for name in names:
+            if pluginmanager.get_plugin(name) is None and not pluginmanager.is_blocked(name):
+                pluginmanager.register(_AbsentPlugin(module), name=name)
 
 
 def _fd_capture_works():
@@ -681,8 +731,10 @@ if _missing("pytest_benchmark"):
 
 
 def pytest_configure(config):
-    if _missing("pytest_benchmark"):
-        config.addinivalue_line("markers", "benchmark: pytest-benchmark's marker (ignored)")
+    for module, _names, _ini, markers in _ABSENT_PLUGINS:
+        if _missing(module):
+            for marker in markers:
+                config.addinivalue_line("markers", marker)
     if not _FD_CAPTURE:
         if getattr(config.option, "capture", None) == "fd":
             config.option.capture = "sys"
