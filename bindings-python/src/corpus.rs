@@ -1,5 +1,5 @@
-//! Corpora from Python: `corpus_add`, `corpus_entries` and `corpus_build` (what `frognano
-//! corpus add/list/build` do), so that a corpus can be built from Python and its entries spread
+//! Corpora from Python: `corpus_add`, `corpus_entries`, `corpus_build`, `corpus_summary` and
+//! `read_corpus_summary` (what `frognano corpus add/list/build/summary` do), so that a corpus can be built from Python and its entries spread
 //! over a cluster's workers (`frognano.distributed`).
 
 use std::path::{Path, PathBuf};
@@ -110,6 +110,35 @@ fn corpus_build<'py>(
     Ok(out.into_any())
 }
 
+/// corpus_summary(corpus, out=None) -> {"path", "entries"}
+///
+/// Writes the summary of the built entries (one JSON line per entry: status or failure
+/// cause, test counts, suite time, synthesis yield, native agreement) to out, by default
+/// summary.jsonl in the corpus directory, as `frognano corpus summary` does.
+#[pyfunction]
+#[pyo3(signature = (corpus, out=None))]
+fn corpus_summary<'py>(
+    py: Python<'py>,
+    corpus: PathBuf,
+    out: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let path = out.unwrap_or_else(|| corpus.join(frognano_corpus::SUMMARY_FILE));
+    let corpus = open(py, &corpus)?;
+    let entries = frognano_corpus::write_summary(&corpus, &path).map_err(|e| py_err(py, e))?;
+    to_py(
+        py,
+        &serde_json::json!({"path": path.display().to_string(), "entries": entries}),
+    )
+}
+
+/// read_corpus_summary(path) -> list of dicts, one per entry of a summary written by
+/// corpus_summary (or `frognano corpus summary`): choose environments without building them.
+#[pyfunction]
+fn read_corpus_summary<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+    let manifests = frognano_corpus::read_summary(&path).map_err(|e| py_err(py, e))?;
+    to_py(py, &manifests)
+}
+
 fn open(py: Python<'_>, path: &Path) -> PyResult<Corpus> {
     Corpus::open(path).map_err(|e| py_err(py, e))
 }
@@ -119,5 +148,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus_add, m)?)?;
     m.add_function(wrap_pyfunction!(corpus_entries, m)?)?;
     m.add_function(wrap_pyfunction!(corpus_build, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(read_corpus_summary, m)?)?;
     Ok(())
 }

@@ -26,6 +26,14 @@ def test_a_corpus_of_local_trees_builds_and_resumes(tmp_path, sandbox):
     again = frognano.corpus_build(corpus, sandbox=sandbox)
     assert (again["built"], again["kept"], again["ready"]) == (1, 1, 2)
 
+    written = frognano.corpus_summary(corpus)
+    assert written == {"path": str(corpus / "summary.jsonl"), "entries": 2}
+    lines = frognano.read_corpus_summary(written["path"])
+    assert sorted(line["id"] for line in lines) == sorted(ids)
+    assert all(line["status"] == "ready" and line["excluded"] == [] for line in lines)
+    built = {m["id"]: m for m in summary["manifests"] + again["manifests"]}
+    assert {line["id"]: line["tests"] for line in lines} == {i: built[i]["tests"] for i in ids}
+
 
 def test_bad_corpus_arguments_are_clear_errors(tmp_path, sandbox):
     corpus = tmp_path / "corpus"

@@ -520,7 +520,7 @@ fn summary(args: &SummaryArgs) -> anyhow::Result<ExitCode> {
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| args.corpus.join("summary.jsonl"));
+        .unwrap_or_else(|| args.corpus.join(frognano_corpus::SUMMARY_FILE));
     let entries = frognano_corpus::write_summary(&corpus, &out)?;
     println!("{entries} entries -> {}", out.display());
     Ok(ExitCode::SUCCESS)

@@ -37,7 +37,7 @@ pub use manifest::{
 };
 pub use native::{NativeComparison, compare_native};
 pub use spec::{Spec, normalise, parse_list};
-pub use summary::{read_summary, summary_line, write_summary};
+pub use summary::{SUMMARY_FILE, read_summary, summary_line, write_summary};
 pub use synth::{CorpusSynthOptions, CorpusTasks, SynthEvent, synthesize};
 
 /// The starter list shipped with FrogNano: widely used pure-Python packages whose sdists hold

@@ -13,6 +13,9 @@ use crate::build::Corpus;
 use crate::error::{CorpusError, Result};
 use crate::manifest::Manifest;
 
+/// Where a corpus's summary goes unless told otherwise: this file in the corpus directory.
+pub const SUMMARY_FILE: &str = "summary.jsonl";
+
 /// The summary line of a manifest: everything but the excluded tests' ids and the
 /// requirement layer's details.
 pub fn summary_line(manifest: &Manifest) -> Manifest {

@@ -605,6 +605,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-failed", action="store_true", help="retry cached failures")
     parser.add_argument("--min-kept", type=int, default=300, help="exit 1 below this count")
     parser.add_argument(
+        "--first",
+        type=int,
+        default=None,
+        help="survey only the first N candidates of the list (a large list in resumable chunks)",
+    )
+    parser.add_argument(
         "--max",
         type=int,
         default=320,
@@ -615,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     candidates = read_candidates(args.candidates)
+    if args.first is not None:
+        candidates = candidates[: max(0, args.first)]
     args.download_dir.mkdir(parents=True, exist_ok=True)
     print(f"{len(candidates)} candidates, cache {args.download_dir}", file=sys.stderr)
 

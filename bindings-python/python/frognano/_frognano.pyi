@@ -20,7 +20,7 @@ from typing import (
 __all__ = [
     "__version__", "SKIPPED_DIRS", "Sandbox", "TestReport", "TestResult", "setup", "cache_dir", "RepoEnv",
     "EnvPool", "evaluate", "eval_report", "load_tasks", "save_tasks", "to_swe_bench",
-    "tool_instructions", "corpus_add", "corpus_entries", "corpus_build", "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
+    "tool_instructions", "corpus_add", "corpus_entries", "corpus_build", "corpus_summary", "read_corpus_summary", "tool_schemas", "parse_action", "Synthesizer", "synthesize", "mutation_operators",
     "RepairPolicy", "repair_feature_names", "GrpoTrainer", "FrontierSynthesizer",
     "StaticCurriculum", "EasyToHard", "group_advantages", "learnability", "train",
     "LocalModel", "OnnxPolicy", "HttpPolicy", "LanguageModelPolicy", "fetch_model", "setup_inference", "make_tiny_model",
@@ -303,6 +303,10 @@ def corpus_build(
     progress: Optional[Callable[[str, str], None]] = None,
 ) -> Dict[str, Any]:
     """Builds the unfinished entries; returns the counts and the manifests it finished."""
+def corpus_summary(corpus: _Path, out: Optional[_Path] = None) -> Dict[str, Any]:
+    """Writes the built entries' summary (default: summary.jsonl in the corpus); path and entries."""
+def read_corpus_summary(path: _Path) -> List[Dict[str, Any]]:
+    """The entries of a corpus summary, one dict per entry."""
 def mutation_operators() -> List[Dict[str, str]]:
     """name, family ("swe-smith" or "extra") and description of every mutation operator."""
 
