@@ -86,12 +86,11 @@ pub struct TestRecord {
     pub message: Option<String>,
     /// When it failed or errored because the sandbox's platform (WebAssembly, WASI) lacks a
     /// feature the test needs, that feature, as a short stable label: `threads`,
-    /// `subprocesses`, `multiprocessing`, `sockets`, `asyncio` (its event loop needs a socket
-    /// pair), `signals`, `ssl`, `fd duplication` (`os.dup`/`os.dup2`, fd-level capture),
-    /// `ctypes`, `locale`, `mmap`, `symlinks`, `os.<name>`/`time.<name>`/`select.<name>` for a
-    /// missing function (e.g. `os.umask`, `os.getuid`, `os.pipe`, `time.tzset`), the name of
-    /// another missing standard-library module (e.g. `termios`, `fcntl`, `resource`, `pwd`),
-    /// or `unsupported operation`. Absent for every other outcome and failure.
+    /// `subprocesses`, `multiprocessing`, `sockets`, `signals`, `ssl`, `fd duplication`
+    /// (`os.dup`/`os.dup2`, fd-level capture), `ctypes`, `locale`, `mmap`, `symlinks`,
+    /// `os.<name>`/`time.<name>`/`select.<name>` for a missing function (e.g. `os.umask`,
+    /// `os.getuid`, `os.pipe`, `time.tzset`), the name of another missing standard-library
+    /// module (e.g. `termios`, `fcntl`, `resource`, `pwd`), or `unsupported operation`. Absent for every other outcome and failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
 }

@@ -36,6 +36,7 @@ import signal
 import socket
 import subprocess
 import threading
+import unittest
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -83,13 +84,33 @@ def test_ssl():
     ssl.create_default_context()
 
 
-def test_asyncio():
+def test_asyncio_runs_coroutines_tasks_and_timers():
     import asyncio
 
     async def main():
-        return 1
+        queue = asyncio.Queue()
+        await queue.put(1)
+        task = asyncio.create_task(asyncio.sleep(0.01, result=2))
+        try:
+            await asyncio.wait_for(asyncio.sleep(5), 0.01)
+        except TimeoutError:
+            pass
+        return await queue.get() + await task
 
-    assert asyncio.run(main()) == 1
+    assert asyncio.run(main()) == 3
+
+
+class AsyncCase(unittest.IsolatedAsyncioTestCase):
+    async def test_awaits(self):
+        import asyncio
+
+        self.assertEqual(await asyncio.sleep(0, result=4), 4)
+
+
+def test_asyncio_to_thread():
+    import asyncio
+
+    asyncio.run(asyncio.to_thread(print))
 
 
 @pytest.fixture
@@ -176,7 +197,17 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
         ("test_getuid", TestOutcome::Failed, Some("os.getuid")),
         ("test_alarm", TestOutcome::Failed, Some("signals")),
         ("test_ssl", TestOutcome::Failed, Some("ssl")),
-        ("test_asyncio", TestOutcome::Failed, Some("asyncio")),
+        (
+            "test_asyncio_runs_coroutines_tasks_and_timers",
+            TestOutcome::Passed,
+            None,
+        ),
+        ("AsyncCase::test_awaits", TestOutcome::Passed, None),
+        (
+            "test_asyncio_to_thread",
+            TestOutcome::Failed,
+            Some("threads"),
+        ),
         (
             "test_fixture_needs_a_process",
             TestOutcome::Error,
@@ -215,14 +246,13 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
 
     let counts = report.platform_failures();
     let expected: BTreeMap<String, usize> = [
-        ("threads", 2),
+        ("threads", 3),
         ("sockets", 2),
         ("subprocesses", 2),
         ("os.umask", 1),
         ("os.getuid", 1),
         ("signals", 1),
         ("ssl", 1),
-        ("asyncio", 1),
         ("termios", 1),
         ("test.support", 1),
     ]
