@@ -58,3 +58,65 @@ fn a_suite_run_with_unittest_is_collected_as_unittest_collects_it() {
         .expect("run");
     assert_ne!(report.outcome, RunOutcome::Passed, "{report:?}");
 }
+
+#[test]
+fn suites_named_otherwise_than_pytests_patterns_are_collected() {
+    let sandbox = common::sandbox();
+    // Run as `python -m unittest pkg.tests`: modules named for what they test, gathered by the
+    // package's `__init__`.
+    let repo = write_repo(&[
+        ("pkg/__init__.py", "def double(x):\n    return 2 * x\n"),
+        (
+            "pkg/tests/__init__.py",
+            "from .arithmetic import ArithmeticTest\nfrom .helpers import helper\n",
+        ),
+        ("pkg/tests/helpers.py", "def helper():\n    return 2\n"),
+        (
+            "pkg/tests/arithmetic.py",
+            "import unittest\n\nfrom pkg import double\n\nfrom .helpers import helper\n\n\n\
+             class ArithmeticTest(unittest.TestCase):\n    def test_double(self):\n        \
+             self.assertEqual(double(helper()), 4)\n\n    \
+             def test_zero(self):\n        self.assertEqual(double(0), 0)\n",
+        ),
+    ]);
+    let report = sandbox
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    let ids: Vec<&str> = report.tests.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        (report.outcome, report.passed),
+        (RunOutcome::Passed, 2),
+        "{ids:?} {:?}\n{}",
+        report.detail,
+        report.stdout
+    );
+    assert!(
+        ids.iter()
+            .all(|id| id.starts_with("pkg/tests/arithmetic.py::ArithmeticTest::")),
+        "{ids:?}"
+    );
+
+    // Tests written as doctests in a test module.
+    let repo = write_repo(&[
+        (
+            "art/__init__.py",
+            "def shout(s):\n    return s.upper() + '!'\n",
+        ),
+        ("art/tests/__init__.py", ""),
+        (
+            "art/tests/test.py",
+            "\"\"\"\n>>> from art import shout\n>>> shout('hi')\n'HI!'\n\"\"\"\n",
+        ),
+    ]);
+    let report = sandbox
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        (report.outcome, report.passed),
+        (RunOutcome::Passed, 1),
+        "{:?} {:?}\n{}",
+        report.tests,
+        report.detail,
+        report.stdout
+    );
+}

@@ -520,6 +520,132 @@ pub fn has_unmatched_test_files(root: &Path) -> bool {
 /// The `python_files` patterns that also collect the files [`has_unmatched_test_files`] finds.
 pub const WIDER_TEST_FILES: &str = "python_files=test_*.py *_test.py test*.py *tests.py";
 
+/// A way to collect a suite in which pytest's default patterns found no tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionFallback {
+    /// Extra pytest arguments: ini options and flags, never paths, so that runs of selected
+    /// test ids stay selective.
+    pub args: Vec<String>,
+    /// What it does, for progress messages.
+    pub note: String,
+}
+
+/// Ways to collect a suite that pytest's default patterns found nothing in, to try in order:
+///
+/// 1. test files named `test.py`, `tests.py`, `testfoo.py`, `footests.py`: wider
+///    `python_files` patterns ([`WIDER_TEST_FILES`]);
+/// 2. unittest modules named otherwise inside a `test`/`tests`/`testing` package (a suite
+///    run as `python -m unittest pkg.tests`): those modules by name, from those directories
+///    (`testpaths`);
+/// 3. test files whose tests are doctests: those files with `--doctest-modules`.
+///
+/// Documentation and examples are left aside; paths with whitespace are skipped (ini values
+/// are split on it).
+pub fn collection_fallbacks(root: &Path) -> Vec<CollectionFallback> {
+    let mut unittest_names: BTreeSet<String> = BTreeSet::new();
+    let mut unittest_dirs: BTreeSet<String> = BTreeSet::new();
+    let mut doctest_files: BTreeSet<String> = BTreeSet::new();
+    for entry in crate::workspace::walk_repo(root)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+    {
+        let Some(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        let Some(stem) = name.strip_suffix(".py") else {
+            continue;
+        };
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let slashed = |path: &Path| path.to_string_lossy().replace('\\', "/");
+        let dirs: Vec<&str> = rel
+            .parent()
+            .map(|p| {
+                p.components()
+                    .filter_map(|c| c.as_os_str().to_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if slashed(rel).contains(char::is_whitespace)
+            || dirs
+                .iter()
+                .any(|d| matches!(*d, "docs" | "doc" | "examples"))
+            || matches!(stem, "conftest" | "setup")
+        {
+            continue;
+        }
+        let in_test_dir = dirs
+            .iter()
+            .any(|d| matches!(*d, "test" | "tests" | "testing"));
+        let test_named =
+            stem.starts_with("test") || stem.ends_with("tests") || stem.ends_with("_test");
+        if !in_test_dir && !test_named {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let default_pattern = stem.starts_with("test_") || stem.ends_with("_test");
+        if in_test_dir && !default_pattern && !stem.starts_with('_') && defines_test_case(&text) {
+            unittest_names.insert(name.to_string());
+            if let Some(parent) = rel.parent() {
+                unittest_dirs.insert(slashed(parent));
+            }
+        }
+        if text
+            .lines()
+            .any(|line| line.trim_start().starts_with(">>> "))
+        {
+            doctest_files.insert(slashed(rel));
+        }
+    }
+    let joined = |set: BTreeSet<String>| set.into_iter().collect::<Vec<_>>().join(" ");
+    let mut out = Vec::new();
+    if has_unmatched_test_files(root) {
+        out.push(CollectionFallback {
+            args: vec!["-o".into(), WIDER_TEST_FILES.into()],
+            note: "pytest found no test_*.py files: collecting test*.py and *tests.py too".into(),
+        });
+    }
+    if !unittest_names.is_empty() {
+        let (dirs, names) = (joined(unittest_dirs), joined(unittest_names));
+        out.push(CollectionFallback {
+            args: vec![
+                "-o".into(),
+                format!("python_files={names}"),
+                "-o".into(),
+                format!("testpaths={dirs}"),
+            ],
+            note: format!(
+                "the unittest modules in {dirs} are not named test_*.py: collecting their \
+                 TestCase classes ({names})"
+            ),
+        });
+    }
+    if !doctest_files.is_empty() {
+        let files = joined(doctest_files);
+        out.push(CollectionFallback {
+            args: vec![
+                "--doctest-modules".into(),
+                "-o".into(),
+                format!("testpaths={files}"),
+            ],
+            note: format!("the test files hold doctests: collecting them ({files})"),
+        });
+    }
+    out
+}
+
+/// Whether a module's text defines a unittest `TestCase` subclass (a line-by-line scan).
+fn defines_test_case(text: &str) -> bool {
+    text.lines().any(|line| {
+        line.strip_prefix("class ")
+            .and_then(|rest| rest.split_once('('))
+            .is_some_and(|(_, bases)| bases.contains("TestCase"))
+    })
+}
+
 /// The shallowest directory of the repository (relative, never the root itself nor one of
 /// `roots`) that holds the top-level package `module` (`DIR/module/__init__.py`) or module
 /// (`DIR/module.py`): where a `lib/`- or `python/`-style layout keeps its code.
@@ -673,6 +799,45 @@ mod tests {
         assert!(!has_unmatched_test_files(
             tree(&["docs/tests.py", "pkg/core.py"]).path()
         ));
+    }
+
+    #[test]
+    fn suites_pytest_finds_nothing_in_get_fallbacks_in_order() {
+        let dir = tree(&["docs/tests.py", "pkg/core.py"]);
+        assert_eq!(collection_fallbacks(dir.path()), vec![]);
+
+        // `python -m unittest pkg.tests`: modules named for what they test.
+        let dir = tree(&[
+            "pkg/__init__.py",
+            "pkg/tests/__init__.py",
+            "pkg/tests/__main__.py",
+            "pkg/tests/helpers.py",
+        ]);
+        let tests = dir.path().join("pkg/tests");
+        let case = "import unittest\n\nclass CoreTest(unittest.TestCase):\n    pass\n";
+        for file in ["core.py", "_private.py", "conftest.py"] {
+            fs::write(tests.join(file), case).expect("write");
+        }
+        let fallbacks = collection_fallbacks(dir.path());
+        assert_eq!(fallbacks.len(), 1, "{fallbacks:?}");
+        assert_eq!(
+            fallbacks[0].args,
+            ["-o", "python_files=core.py", "-o", "testpaths=pkg/tests"]
+        );
+
+        // Doctests in a test file named otherwise than pytest's default: the wider patterns
+        // first, then the doctests.
+        let dir = tree(&["art/__init__.py", "art/tests/__init__.py", "docs/x.py"]);
+        let doctest = "\"\"\"\n>>> 1 + 1\n2\n\"\"\"\n";
+        fs::write(dir.path().join("art/tests/test.py"), doctest).expect("write");
+        fs::write(dir.path().join("docs/x.py"), doctest).expect("write");
+        let fallbacks = collection_fallbacks(dir.path());
+        assert_eq!(fallbacks.len(), 2, "{fallbacks:?}");
+        assert_eq!(fallbacks[0].args, ["-o", WIDER_TEST_FILES]);
+        assert_eq!(
+            fallbacks[1].args,
+            ["--doctest-modules", "-o", "testpaths=art/tests/test.py"]
+        );
     }
 
     #[test]

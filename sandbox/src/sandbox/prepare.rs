@@ -25,11 +25,11 @@ use crate::workspace;
 const COMPILE_BYTECODE: &str = include_str!("../guest/compile_bytecode.py");
 
 /// Collection passes of the resolution loop, at most (each may add several distributions).
-const RESOLUTION_ROUNDS: usize = 6;
+const RESOLUTION_ROUNDS: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-4";
+const RESOLUTION_VERSION: &str = "resolution-5";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -234,6 +234,8 @@ impl Sandbox {
         let version = self.image.kind.python_version();
         let mut attempted: BTreeSet<String> = BTreeSet::new();
         progress("checking the test suite's imports (one time per repository version)");
+        // Where pytest's default patterns find nothing, the ways to collect such a suite.
+        let mut fallbacks = resolve::collection_fallbacks(&config.root).into_iter();
         for _ in 0..RESOLUTION_ROUNDS {
             let prepared = PreparedRepo {
                 config: config.clone(),
@@ -262,18 +264,19 @@ impl Sandbox {
                 ));
                 return Ok(false);
             }
-            if run.outcome == RunOutcome::NoTests
-                && report.collection_args.is_empty()
-                && resolve::has_unmatched_test_files(&config.root)
-            {
-                // Test files named `tests.py` / `test.py` (unittest-style projects): widen the
-                // patterns (an ini option, not paths, so that runs of selected test ids stay
-                // selective).
-                progress("pytest found no test_*.py files: collecting test*.py and *tests.py too");
-                let args = vec!["-o".to_string(), resolve::WIDER_TEST_FILES.to_string()];
-                config.test.args.extend(args.iter().cloned());
-                report.collection_args = args;
-                continue;
+            // pytest's status 5: nothing collected (a collect-only pass that found tests also
+            // has no test records, and status 0).
+            if run.outcome == RunOutcome::NoTests && run.exit_code == Some(5) {
+                // Replace the last fallback's arguments (appended last) with the next one's.
+                let keep = config.test.args.len() - report.collection_args.len();
+                config.test.args.truncate(keep);
+                report.collection_args.clear();
+                if let Some(fallback) = fallbacks.next() {
+                    progress(&fallback.note);
+                    config.test.args.extend(fallback.args.iter().cloned());
+                    report.collection_args = fallback.args;
+                    continue;
+                }
             }
             let mut added_now = false;
             let mut this_round: BTreeSet<String> = BTreeSet::new();
