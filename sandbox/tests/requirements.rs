@@ -411,6 +411,55 @@ fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuratio
 }
 
 #[test]
+fn undeclared_test_plugins_are_found_from_their_markers_fixtures_and_ini_keys() {
+    // Nothing the sdist ships declares pytest-asyncio or pytest-mock (they live in a
+    // requirements file it leaves out); the tests use them, and warnings are errors.
+    let repo = write_repo(&[
+        (
+            "setup.cfg",
+            "[metadata]\nname = aiothing\n\n[tool:pytest]\nfilterwarnings =\n    error\n\
+             asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n",
+        ),
+        (
+            "tests/test_async.py",
+            "import asyncio\n\nimport pytest\n\n\n@pytest.mark.asyncio\nasync def test_marked():\n    \
+             assert await asyncio.sleep(0, result=1) == 1\n\n\n\
+             async def test_auto_mode():\n    task = asyncio.create_task(asyncio.sleep(0.01, result=2))\n    \
+             assert await task == 2\n\n\n\
+             def test_mocker(mocker):\n    assert mocker.Mock(return_value=3)() == 3\n",
+        ),
+    ]);
+    let sandbox = common::sandbox();
+    let prepared = sandbox
+        .prepare_repo(repo.path(), &|m| eprintln!("prepare: {m}"))
+        .expect("prepare");
+    let sources: Vec<&str> = prepared
+        .requirements_report
+        .detected
+        .iter()
+        .map(|d| d.source.as_str())
+        .collect();
+    assert!(
+        sources.contains(&"undeclared test plugin: setup.cfg sets asyncio_mode")
+            && sources.contains(
+                &"undeclared test plugin: tests/test_async.py uses pytest-mock's mocker fixture"
+            ),
+        "{sources:?}"
+    );
+    let report = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    assert_eq!(
+        (report.outcome, report.passed),
+        (RunOutcome::Passed, 3),
+        "{:?}\n{}\n{}",
+        report.detail,
+        report.stdout,
+        report.stderr
+    );
+}
+
+#[test]
 fn a_real_suite_that_needs_a_setup_cfg_extra_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = pinned_sdist("humanize").unpack(dir.path());

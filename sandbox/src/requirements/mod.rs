@@ -3,8 +3,9 @@
 //! [`detect`] reads (never executes) the places real projects list what their tests need:
 //! `pyproject.toml` (`[project]` dependencies, test-like extras and dependency groups, poetry,
 //! pdm and hatch tables, embedded tox configuration), `setup.cfg`, `setup.py` (parsed, not
-//! run), `tox.ini`, `noxfile.py` and test or development requirements files. Each requirement
-//! keeps the place it came from. The resolution loop of [`crate::Sandbox::prepare_repo`] then
+//! run), `tox.ini`, `noxfile.py` and test or development requirements files, and the pytest
+//! plugins whose markers, fixtures or ini keys the tests use without declaring them. Each
+//! requirement keeps the place it came from. The resolution loop of [`crate::Sandbox::prepare_repo`] then
 //! adds distributions for modules the suite still fails to import ([`resolve`]); a
 //! [`RequirementsReport`] tells the user what was found, added and left out, and why.
 
@@ -13,6 +14,7 @@ pub mod markers;
 pub mod resolve;
 
 mod files;
+mod plugins;
 mod pyproject;
 mod setup_py;
 mod tox;
@@ -42,8 +44,9 @@ pub struct RequirementsReport {
     #[serde(default)]
     pub import_roots: Vec<AddedImportRoot>,
     /// pytest arguments added because its default file patterns (`test_*.py`, `*_test.py`)
-    /// found no tests but the repository has test files named otherwise (`tests.py`,
-    /// `test.py`, `testfoo.py`).
+    /// found no tests: wider patterns for test files named otherwise (`tests.py`, `test.py`,
+    /// `testfoo.py`), unittest modules of a tests package, or doctests in test files (see
+    /// [`resolve::collection_fallbacks`]).
     #[serde(default)]
     pub collection_args: Vec<String>,
 }
@@ -351,6 +354,7 @@ pub fn detect(root: &Path, pyproject: Option<&toml::Table>) -> Detection {
     for file in files::candidates(root) {
         files::read(root, &file, None, &mut found, &mut seen_files);
     }
+    plugins::collect(root, &mut found);
     Detection {
         found: found.items,
         notes: found.notes,

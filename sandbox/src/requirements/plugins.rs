@@ -1,0 +1,216 @@
+//! pytest plugins a suite uses without declaring them. Projects often list their test plugins
+//! in a requirements file the sdist does not ship; their markers, fixtures and ini keys in the
+//! tests and the pytest configuration still name the distribution. Without it, the suite's
+//! async tests do not run, its `mocker` fixture is missing, and under `--strict-markers` or
+//! `filterwarnings = error` an unknown marker stops collection.
+
+use std::fs;
+use std::path::Path;
+
+use super::{Found, requirement_name};
+use crate::layers::normalise;
+
+/// Text in a test module or conftest that only a given plugin gives meaning to: the text, the
+/// distribution, and what the text is. A fingerprint ending in `.` is an attribute use of a
+/// fixture (`mocker.patch`); the others are whole names.
+const FINGERPRINTS: &[(&str, &str, &str)] = &[
+    (
+        "pytest.mark.asyncio",
+        "pytest-asyncio",
+        "pytest-asyncio's marker",
+    ),
+    (
+        "pytest_asyncio.",
+        "pytest-asyncio",
+        "pytest-asyncio's module",
+    ),
+    ("pytest.mark.anyio", "anyio", "anyio's pytest marker"),
+    ("pytest.mark.trio", "pytest-trio", "pytest-trio's marker"),
+    ("mocker.", "pytest-mock", "pytest-mock's mocker fixture"),
+    (
+        "freezer.",
+        "pytest-freezer",
+        "pytest-freezer's freezer fixture",
+    ),
+    (
+        "httpx_mock.",
+        "pytest-httpx",
+        "pytest-httpx's httpx_mock fixture",
+    ),
+];
+
+/// pytest ini keys that only a given plugin declares.
+const INI_KEYS: &[(&str, &str)] = &[
+    ("asyncio_mode", "pytest-asyncio"),
+    ("asyncio_default_fixture_loop_scope", "pytest-asyncio"),
+    ("trio_mode", "pytest-trio"),
+];
+
+/// Files that hold pytest configuration.
+const CONFIG_FILES: &[&str] = &[
+    "pytest.ini",
+    ".pytest.ini",
+    "setup.cfg",
+    "tox.ini",
+    "pyproject.toml",
+];
+
+/// Largest test file read, in bytes (generated data modules are skipped).
+const MAX_TEST_FILE: u64 = 1 << 20;
+
+/// Adds the plugins the tests and the pytest configuration use but no declaration names.
+pub(crate) fn collect(root: &Path, found: &mut Found) {
+    let mut uses: Vec<(&str, String)> = Vec::new();
+    for name in CONFIG_FILES {
+        let Ok(text) = fs::read_to_string(root.join(name)) else {
+            continue;
+        };
+        for (key, distribution) in INI_KEYS {
+            let set = text.lines().any(|line| {
+                line.trim_start()
+                    .strip_prefix(key)
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            });
+            if set {
+                uses.push((distribution, format!("{name} sets {key}")));
+            }
+        }
+    }
+    for path in test_modules(root) {
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        for (fingerprint, distribution, what) in FINGERPRINTS {
+            if mentions(&text, fingerprint) {
+                uses.push((distribution, format!("{rel} uses {what}")));
+            }
+        }
+    }
+    for (distribution, why) in uses {
+        let declared = found
+            .items
+            .iter()
+            .any(|d| normalise(&requirement_name(&d.requirement)) == normalise(distribution));
+        if !declared {
+            found.add(distribution, &format!("undeclared test plugin: {why}"));
+        }
+    }
+}
+
+/// The test modules and conftests of the repository (pytest's default patterns, and anything
+/// in a `test`/`tests`/`testing` directory), documentation and examples aside.
+fn test_modules(root: &Path) -> Vec<std::path::PathBuf> {
+    crate::workspace::walk_repo(root)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| e.metadata().is_ok_and(|m| m.len() <= MAX_TEST_FILE))
+        .filter_map(|entry| {
+            let stem = entry.file_name().to_str()?.strip_suffix(".py")?.to_string();
+            let rel = entry.path().strip_prefix(root).ok()?;
+            let dirs: Vec<&str> = rel
+                .parent()?
+                .components()
+                .filter_map(|c| c.as_os_str().to_str())
+                .collect();
+            if dirs
+                .iter()
+                .any(|d| matches!(*d, "docs" | "doc" | "examples"))
+            {
+                return None;
+            }
+            let test_like = stem.starts_with("test")
+                || stem.ends_with("_test")
+                || stem == "conftest"
+                || dirs
+                    .iter()
+                    .any(|d| matches!(*d, "test" | "tests" | "testing"));
+            test_like.then(|| entry.path().to_path_buf())
+        })
+        .collect()
+}
+
+/// Whether `text` uses `fingerprint` as a name of its own: not as the tail of a longer name
+/// (`self.mocker.`), and, for a whole name, not as the head of one (`pytest.mark.asyncio_x`).
+fn mentions(text: &str, fingerprint: &str) -> bool {
+    let is_name_char = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(fingerprint).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + fingerprint.len()..].chars().next();
+        !before.is_some_and(|c| is_name_char(c) || c == '.')
+            && (fingerprint.ends_with('.') || !after.is_some_and(is_name_char))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, files: &[(&str, &str)]) {
+        for (name, text) in files {
+            let path = root.join(name);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, text).expect("write");
+        }
+    }
+
+    #[test]
+    fn fingerprints_are_whole_names() {
+        assert!(mentions(
+            "@pytest.mark.asyncio\nasync def test_x():",
+            "pytest.mark.asyncio"
+        ));
+        assert!(!mentions(
+            "@pytest.mark.asyncio_cooperative",
+            "pytest.mark.asyncio"
+        ));
+        assert!(mentions(
+            "def test_x(mocker):\n    mocker.patch('a')",
+            "mocker."
+        ));
+        assert!(!mentions("self.mocker.patch('a')", "mocker."));
+        assert!(!mentions("unittest_mocker.patch('a')", "mocker."));
+    }
+
+    #[test]
+    fn undeclared_plugins_are_found_and_declared_ones_are_not_repeated() {
+        let dir = tempfile::tempdir().expect("tmp");
+        write(
+            dir.path(),
+            &[
+                ("setup.cfg", "[tool:pytest]\nasyncio_mode = auto\n"),
+                (
+                    "tests/test_a.py",
+                    "import pytest\n\n@pytest.mark.asyncio\nasync def test_a(mocker):\n    \
+                     mocker.patch('os.getcwd')\n",
+                ),
+                (
+                    "docs/test_doc.py",
+                    "def test_d(freezer):\n    freezer.move_to('2020')\n",
+                ),
+            ],
+        );
+        let mut found = Found::default();
+        found.add("pytest-mock>=3", "tox.ini [testenv] deps");
+        collect(dir.path(), &mut found);
+        let names: Vec<(&str, &str)> = found
+            .items
+            .iter()
+            .map(|d| (d.requirement.as_str(), d.source.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("pytest-mock>=3", "tox.ini [testenv] deps"),
+                (
+                    "pytest-asyncio",
+                    "undeclared test plugin: setup.cfg sets asyncio_mode"
+                ),
+            ]
+        );
+    }
+}
