@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use frognano_core::TestOutcome;
+use frognano_core::{RunOutcome, TestOutcome, TestReport};
 use frognano_sandbox::{Sandbox, SandboxOptions, TestRequest};
 
 /// One sandbox per test binary: setup is cached on disk, but building it twice at once
@@ -16,6 +16,19 @@ pub fn sandbox() -> &'static Sandbox {
         Sandbox::new(SandboxOptions::default(), &|msg| eprintln!("setup: {msg}"))
             .expect("sandbox setup")
     })
+}
+
+/// Asserts that `report` passed with `passed` tests; otherwise shows what the run said.
+pub fn assert_passed(report: &TestReport, passed: usize) {
+    assert_eq!(
+        (report.outcome, report.passed),
+        (RunOutcome::Passed, passed),
+        "{:?}\n{:?}\n{}\n{}",
+        report.detail,
+        report.tests,
+        report.stdout,
+        report.stderr
+    );
 }
 
 #[allow(unused_imports)]
