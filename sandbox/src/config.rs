@@ -157,6 +157,7 @@ impl RepoConfig {
             }
             None => {
                 let detection = requirements::detect(root, pyproject.as_ref());
+                test.args.extend(detection.pytest_args.iter().cloned());
                 let (requirements, left_out) = select_requirements(&detection, &skip);
                 (
                     requirements,

@@ -406,12 +406,13 @@ fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuratio
 #[test]
 fn undeclared_test_plugins_are_found_from_their_markers_fixtures_and_ini_keys() {
     // Nothing the sdist ships declares pytest-asyncio or pytest-mock (they live in a
-    // requirements file it leaves out); the tests use them, and warnings are errors.
+    // requirements file it leaves out); the tests use them, and warnings are errors (so the
+    // plugin's warning about an unset loop scope would stop the run).
     let repo = write_repo(&[
         (
             "setup.cfg",
             "[metadata]\nname = aiothing\n\n[tool:pytest]\nfilterwarnings =\n    error\n\
-             asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n",
+             asyncio_mode = auto\n",
         ),
         (
             "tests/test_async.py",

@@ -109,6 +109,9 @@ pub struct Detection {
     pub notes: Vec<String>,
     /// Normalised names the project itself goes by.
     pub own_names: Vec<String>,
+    /// pytest arguments that go with what detection added: the default of an ini key that a
+    /// plugin added undeclared warns about when unset (see `plugins`).
+    pub pytest_args: Vec<String>,
 }
 
 /// Requirements being collected, with notes about skipped files.
@@ -117,6 +120,7 @@ pub(crate) struct Found {
     pub items: Vec<DetectedRequirement>,
     pub notes: Vec<String>,
     pub own_names: Vec<String>,
+    pub pytest_args: Vec<String>,
 }
 
 impl Found {
@@ -359,6 +363,7 @@ pub fn detect(root: &Path, pyproject: Option<&toml::Table>) -> Detection {
         found: found.items,
         notes: found.notes,
         own_names: found.own_names,
+        pytest_args: found.pytest_args,
     }
 }
 

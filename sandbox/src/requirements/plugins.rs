@@ -46,6 +46,16 @@ const INI_KEYS: &[(&str, &str)] = &[
     ("trio_mode", "pytest-trio"),
 ];
 
+/// Ini keys whose absence a plugin warns about (a deprecation warning, an error under
+/// `filterwarnings = error`), with the value the plugin takes when unset. When detection adds
+/// the plugin itself, it sets that value explicitly: the version it installs is its choice, not
+/// the project's.
+const UNSET_WARNINGS: &[(&str, &str, &str)] = &[(
+    "pytest-asyncio",
+    "asyncio_default_fixture_loop_scope",
+    "function",
+)];
+
 /// Files that hold pytest configuration.
 const CONFIG_FILES: &[&str] = &[
     "pytest.ini",
@@ -61,17 +71,20 @@ const MAX_TEST_FILE: u64 = 1 << 20;
 /// Adds the plugins the tests and the pytest configuration use but no declaration names.
 pub(crate) fn collect(root: &Path, found: &mut Found) {
     let mut uses: Vec<(&str, String)> = Vec::new();
-    for name in CONFIG_FILES {
-        let Ok(text) = fs::read_to_string(root.join(name)) else {
-            continue;
-        };
+    let configs: Vec<(&str, String)> = CONFIG_FILES
+        .iter()
+        .filter_map(|name| Some((*name, fs::read_to_string(root.join(name)).ok()?)))
+        .collect();
+    let sets = |text: &str, key: &str| {
+        text.lines().any(|line| {
+            line.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+    };
+    for (name, text) in &configs {
         for (key, distribution) in INI_KEYS {
-            let set = text.lines().any(|line| {
-                line.trim_start()
-                    .strip_prefix(key)
-                    .is_some_and(|rest| rest.trim_start().starts_with('='))
-            });
-            if set {
+            if sets(text, key) {
                 uses.push((distribution, format!("{name} sets {key}")));
             }
         }
@@ -96,8 +109,16 @@ pub(crate) fn collect(root: &Path, found: &mut Found) {
             .items
             .iter()
             .any(|d| normalise(&requirement_name(&d.requirement)) == normalise(distribution));
-        if !declared {
-            found.add(distribution, &format!("undeclared test plugin: {why}"));
+        if declared {
+            continue;
+        }
+        found.add(distribution, &format!("undeclared test plugin: {why}"));
+        for (plugin, key, default) in UNSET_WARNINGS {
+            if *plugin == distribution && !configs.iter().any(|(_, text)| sets(text, key)) {
+                found
+                    .pytest_args
+                    .extend(["-o".to_string(), format!("{key}={default}")]);
+            }
         }
     }
 }
@@ -211,6 +232,10 @@ mod tests {
                     "undeclared test plugin: setup.cfg sets asyncio_mode"
                 ),
             ]
+        );
+        assert_eq!(
+            found.pytest_args,
+            ["-o", "asyncio_default_fixture_loop_scope=function"]
         );
     }
 }
