@@ -260,7 +260,9 @@ pub fn download_pure_wheel(
     if assets::pip_download(dest, &args).is_err() {
         return Ok(None);
     }
-    let wanted = normalise(distribution);
+    // The distribution's name, without the version specifier a plan may carry
+    // (`setuptools<81`).
+    let wanted = normalise(&crate::requirements::requirement_name(distribution));
     for entry in fs::read_dir(dest).map_err(SandboxError::io("list downloads"))? {
         let path = entry.map_err(SandboxError::io("list downloads"))?.path();
         let Some(file) = path.file_name().and_then(|f| f.to_str()) else {

@@ -447,6 +447,25 @@ fn undeclared_test_plugins_are_found_from_their_markers_fixtures_and_ini_keys() 
 }
 
 #[test]
+fn a_module_planned_with_a_version_specifier_is_provided() {
+    // `pkg_resources` is planned as `setuptools<81` (setuptools 81 dropped it); the wheel that
+    // came back used to be compared with that whole requirement and discarded.
+    let dir = tempfile::tempdir().expect("tmp");
+    let wheel = frognano_sandbox::layers::download_pure_wheel("setuptools<81", "3.15", dir.path())
+        .expect("download")
+        .expect("a setuptools wheel older than 81");
+    let name = wheel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    assert!(name.starts_with("setuptools-"), "{name}");
+    assert!(frognano_sandbox::requirements::resolve::wheel_provides(
+        &wheel,
+        "pkg_resources"
+    ));
+}
+
+#[test]
 fn a_real_suite_that_needs_a_setup_cfg_extra_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = pinned_sdist("humanize").unpack(dir.path());

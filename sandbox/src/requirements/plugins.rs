@@ -47,9 +47,10 @@ const INI_KEYS: &[(&str, &str)] = &[
 ];
 
 /// Ini keys whose absence a plugin warns about (a deprecation warning, an error under
-/// `filterwarnings = error`), with the value the plugin takes when unset. When detection adds
-/// the plugin itself, it sets that value explicitly: the version it installs is its choice, not
-/// the project's.
+/// `filterwarnings = error`), with the value the plugin takes when unset. Where the layer gets
+/// the plugin and the configuration leaves the key unset, that value is set explicitly: the
+/// layer's version is the newest that fits (an undeclared plugin's, or one whose pin the layer
+/// relaxed), not necessarily one that warned less.
 const UNSET_WARNINGS: &[(&str, &str, &str)] = &[(
     "pytest-asyncio",
     "asyncio_default_fixture_loop_scope",
@@ -113,12 +114,16 @@ pub(crate) fn collect(root: &Path, found: &mut Found) {
             continue;
         }
         found.add(distribution, &format!("undeclared test plugin: {why}"));
-        for (plugin, key, default) in UNSET_WARNINGS {
-            if *plugin == distribution && !configs.iter().any(|(_, text)| sets(text, key)) {
-                found
-                    .pytest_args
-                    .extend(["-o".to_string(), format!("{key}={default}")]);
-            }
+    }
+    for (plugin, key, default) in UNSET_WARNINGS {
+        let present = found
+            .items
+            .iter()
+            .any(|d| normalise(&requirement_name(&d.requirement)) == *plugin);
+        if present && !configs.iter().any(|(_, text)| sets(text, key)) {
+            found
+                .pytest_args
+                .extend(["-o".to_string(), format!("{key}={default}")]);
         }
     }
 }
@@ -237,5 +242,28 @@ mod tests {
             found.pytest_args,
             ["-o", "asyncio_default_fixture_loop_scope=function"]
         );
+
+        // Declared (its pin relaxed by the layer) and the key unset: the same default.
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut found = Found::default();
+        found.add("pytest-asyncio==0.24.0", "requirements/tests.txt");
+        collect(dir.path(), &mut found);
+        assert_eq!(found.items.len(), 1);
+        assert_eq!(
+            found.pytest_args,
+            ["-o", "asyncio_default_fixture_loop_scope=function"]
+        );
+        // Set by the project: left alone.
+        write(
+            dir.path(),
+            &[(
+                "pytest.ini",
+                "[pytest]\nasyncio_default_fixture_loop_scope = session\n",
+            )],
+        );
+        let mut found = Found::default();
+        found.add("pytest-asyncio", "tox.ini [testenv] deps");
+        collect(dir.path(), &mut found);
+        assert!(found.pytest_args.is_empty());
     }
 }
