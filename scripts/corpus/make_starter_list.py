@@ -572,12 +572,14 @@ def read_candidates(path: Path) -> list[str]:
     return names
 
 
-def header(candidates: Path, max_kept: int) -> str:
+def header(candidates: Path, max_kept: int, first: int | None = None) -> str:
     """The comment block heading a generated list."""
     try:
         source = candidates.resolve().relative_to(REPO_ROOT).as_posix()
     except ValueError:
         source = candidates.name
+    if first is not None:
+        source = f"the first {first} candidates of {source}"
     return f"""\
 # FrogNano corpus list: widely used pure-Python distributions whose source
 # distributions ship their own test suites.  Each line pins one sdist by
@@ -660,7 +662,8 @@ def main(argv: list[str] | None = None) -> int:
         for o in sorted(kept.values(), key=lambda o: o.name)
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(header(args.candidates, args.max) + "\n".join(lines) + "\n", encoding="utf-8")
+    text = header(args.candidates, args.max, args.first) + "\n".join(lines) + "\n"
+    args.out.write_text(text, encoding="utf-8")
 
     survey = io.StringIO()
     survey.write("candidate\tname\tversion\tsdist_bytes\ttest_files\tresult\n")
