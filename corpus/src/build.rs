@@ -676,12 +676,27 @@ fn no_passing(report: &TestReport, prepared: &PreparedRepo) -> Failure {
         .chain(std::iter::once(report.stderr.as_str()))
         .find_map(missing_module)
     {
-        return Failure {
-            kind: FailureKind::Requirements,
-            message: format!(
+        // A declared requirement of the module's name that the layer had to leave out (no
+        // pure-Python wheel, an sdist-only release) says more than "no requirement provides".
+        let top = module.split('.').next().unwrap_or(&module);
+        let left_out = prepared.requirements_report.left_out.iter().find(|l| {
+            frognano_sandbox::layers::normalise(&frognano_sandbox::requirements::requirement_name(
+                &l.requirement,
+            )) == frognano_sandbox::layers::normalise(top)
+        });
+        let message = match left_out {
+            Some(left) => format!(
+                "the tests import `{module}`, whose requirement `{}` was left out: {}",
+                left.requirement, left.reason
+            ),
+            None => format!(
                 "the tests import `{module}`, which no requirement provides; name its \
                  distribution in frognano.toml [test] requirements"
             ),
+        };
+        return Failure {
+            kind: FailureKind::Requirements,
+            message,
         };
     }
     let platform = report.platform_failures();
@@ -774,6 +789,38 @@ mod tests {
             Some("yaml.constructor")
         );
         assert_eq!(missing_module("AssertionError: 1 != 2"), None);
+    }
+
+    #[test]
+    fn a_missing_module_whose_requirement_was_left_out_says_why() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut prepared = PreparedRepo {
+            config: frognano_sandbox::RepoConfig::load(dir.path()).expect("config"),
+            deps_layer: None,
+            bytecode: None,
+            requirements_report: Default::default(),
+        };
+        let mut record = frognano_core::TestRecord::new("tests/test_a.py", TestOutcome::Error);
+        record.message = Some("E   ModuleNotFoundError: No module named 'pymeeus'".into());
+        let report = TestReport::from_records(vec![record], 0.1);
+        assert!(
+            no_passing(&report, &prepared)
+                .message
+                .contains("which no requirement provides")
+        );
+        prepared.requirements_report.left_out.push(
+            frognano_sandbox::requirements::LeftOutRequirement {
+                requirement: "PyMeeus>=0.3.13, <=1".into(),
+                reason: "no pure-Python wheel for Python 3.15".into(),
+            },
+        );
+        let failure = no_passing(&report, &prepared);
+        assert_eq!(failure.kind, FailureKind::Requirements);
+        assert_eq!(
+            failure.message,
+            "the tests import `pymeeus`, whose requirement `PyMeeus>=0.3.13, <=1` was left out: \
+             no pure-Python wheel for Python 3.15"
+        );
     }
 
     #[test]
