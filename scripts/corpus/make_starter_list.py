@@ -130,6 +130,11 @@ DATA_DIR_NAMES = frozenset(
 TEST_DIR_NAMES = frozenset(("test", "tests", "testing"))
 SETUP_PY_EXT_MARKERS = ("ext_modules", "Extension(", "cffi_modules", "rust_extensions")
 NATIVE_BUILD_BACKENDS = ("maturin", "scikit_build_core", "mesonpy", "setuptools_rust", "enscons")
+# Modules a build needs only to compile native code: when preparing metadata without build
+# isolation fails for lack of one of them, the isolated retry would install (and sometimes run)
+# a compiler toolchain only to find a package the survey leaves out anyway.
+NATIVE_BUILD_MODULES = ("setuptools_rust", "Cython", "pybind11", "numpy", "cffi", "skbuild",
+                        "scikit_build_core", "mesonpy", "maturin", "nanobind", "cmake", "torch")
 PYPROJECT_EXT_MARKERS = ("ext-modules", "ext_modules", "[tool.maturin]", "[tool.scikit-build]")
 
 
@@ -466,6 +471,10 @@ def fetch(name: str, python: str, cache: Path, timeout: int, retry_failed: bool)
         backend = re.search(r"Cannot import build backend '([^']+)'", output)
         if backend and backend.group(1).split(".")[0] in NATIVE_BUILD_BACKENDS:
             result.error = f"compiled: native build backend {backend.group(1)}"
+            break
+        needed = re.search(r"No module named '([A-Za-z0-9_]+)", output)
+        if needed and needed.group(1) in NATIVE_BUILD_MODULES:
+            result.error = f"compiled: its build needs {needed.group(1)}"
             break
         missing = re.search(r"No matching distribution found for ([A-Za-z0-9._-]+)", output)
         if missing and normalize(missing.group(1)) == key:
