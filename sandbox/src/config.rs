@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::entry_points;
 use crate::error::{Result, SandboxError};
 use crate::layers;
 use crate::requirements::{self, DetectedRequirement, LeftOutRequirement, markers};
@@ -80,8 +81,12 @@ pub struct RepoConfig {
     pub requirements_detected: bool,
     /// Import roots relative to the repository (always includes `.`; `src` for src layouts).
     pub import_roots: Vec<String>,
-    /// The project's distribution name and version, when `pyproject.toml` states them.
+    /// The project's distribution name and version, when `pyproject.toml` (or an sdist's
+    /// `PKG-INFO`) states them.
     pub distribution: Option<(String, String)>,
+    /// The project's own pytest plugins (`pytest11` entry points: name, `module[:object]`),
+    /// loaded in its runs as if it were installed (see [`crate::entry_points`]).
+    pub pytest_plugins: Vec<(String, String)>,
     /// Every requirement detection found, with its source (empty when `frognano.toml` lists
     /// the requirements).
     pub detected: Vec<DetectedRequirement>,
@@ -130,12 +135,16 @@ impl RepoConfig {
             test.args.extend(runner.pytest_args());
         }
         let pyproject = load_pyproject(root)?;
-        let distribution = pyproject.as_ref().and_then(|p| {
-            let project = p.get("project")?;
-            let name = project.get("name")?.as_str()?;
-            let version = project.get("version")?.as_str()?;
-            Some((name.to_string(), version.to_string()))
-        });
+        let distribution = pyproject
+            .as_ref()
+            .and_then(|p| {
+                let project = p.get("project")?;
+                let name = project.get("name")?.as_str()?;
+                let version = project.get("version")?.as_str()?;
+                Some((name.to_string(), version.to_string()))
+            })
+            .or_else(|| entry_points::pkg_info_distribution(root));
+        let pytest_plugins = entry_points::pytest_plugins(root, pyproject.as_ref());
         let skip: Vec<String> = test
             .skip_requirements
             .iter()
@@ -203,6 +212,7 @@ impl RepoConfig {
             requirements_detected: was_detected,
             import_roots,
             distribution,
+            pytest_plugins,
             detected,
             left_out,
             notes,

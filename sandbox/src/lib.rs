@@ -20,6 +20,7 @@
 pub mod assets;
 pub mod bytecode;
 pub mod config;
+pub mod entry_points;
 mod error;
 pub mod image;
 pub mod layers;

@@ -466,6 +466,36 @@ fn a_module_planned_with_a_version_specifier_is_provided() {
 }
 
 #[test]
+fn a_pytest_plugin_package_is_tested_with_its_own_plugin_loaded() {
+    // Installed, the package registers its plugin through a pytest11 entry point; its tests
+    // use the plugin's fixture directly and in the sessions pytester starts.
+    let repo = write_repo(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"pytest-greeting\"\ndynamic = [\"version\"]\n\n\
+             [project.entry-points.pytest11]\ngreeting = \"pytest_greeting\"\n",
+        ),
+        (
+            "pytest_greeting.py",
+            "import pytest\n\n\n@pytest.fixture\ndef greeting():\n    return 'hello'\n",
+        ),
+        (
+            "tests/test_plugin.py",
+            "pytest_plugins = ['pytester']\n\n\n\
+             def test_the_fixture(greeting):\n    assert greeting == 'hello'\n\n\n\
+             def test_in_a_pytester_session(pytester):\n    \
+             pytester.makepyfile(\"def test_x(greeting):\\n    assert greeting == 'hello'\\n\")\n    \
+             pytester.runpytest_inprocess().assert_outcomes(passed=1)\n",
+        ),
+    ]);
+    let sandbox = common::sandbox();
+    let report = sandbox
+        .run_tests(repo.path(), &TestRequest::default())
+        .expect("run");
+    common::assert_passed(&report, 2);
+}
+
+#[test]
 fn a_real_suite_that_needs_a_setup_cfg_extra_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = pinned_sdist("humanize").unpack(dir.path());

@@ -208,6 +208,45 @@ _UNSUPPORTED = frozenset(
 _FD_CAPTURE = _fd_capture_works()
 
 
+def _sys_capture_in_every_session():
+    """Makes fd-level global capture start as sys-level capture in every pytest session of
+    the process, not only the sandbox's own: the sessions `pytester` starts (a plugin's own
+    tests) default to fd capture, and the first `os.dup` stopped them with an internal error."""
+    from _pytest import capture
+
+    make = capture._get_multicapture
+    if getattr(make, "_frognano_sys_capture", False):
+        return
+
+    def make_multicapture(method):
+        return make("sys" if method == "fd" else method)
+
+    make_multicapture._frognano_sys_capture = True
+    capture._get_multicapture = make_multicapture
+
+
+def _no_session_loads_what_cannot_start_here():
+    """The sandbox's own session runs without the cache and faulthandler plugins
+    (`-p no:cacheprovider -p no:faulthandler`): the cache needs `os.umask` and the fault
+    handler a duplicated descriptor, neither of which WASI has. The sessions `pytester`
+    starts (a plugin's own tests) load pytest's default plugins afresh and stopped on them with
+    an internal error; here no session of the process loads them."""
+    from _pytest import config
+
+    # stepwise keeps its state in the cache, so it goes with it (as `-p no:cacheprovider` does).
+    unusable = ("cacheprovider", "stepwise", "faulthandler")
+    config.default_plugins = tuple(p for p in config.default_plugins if p not in unusable)
+
+
+if not _FD_CAPTURE:
+    for _adapt in (_sys_capture_in_every_session, _no_session_loads_what_cannot_start_here):
+        try:
+            _adapt()
+        except Exception as exc:  # another pytest's internals: the sandbox's session still works
+            sys.stderr.write("frognano: %s not applied (%s: %s)\n"
+                             % (_adapt.__name__, type(exc).__name__, exc))
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     # pytest reads the capture method here, before `pytest_configure`: `--capture=fd` (from a

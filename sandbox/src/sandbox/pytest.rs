@@ -132,7 +132,11 @@ impl Sandbox {
         if prepared.deps_layer.is_some() {
             sys_path.push(GUEST_DEPS.to_string());
         }
-        if let Some((name, version)) = &config.distribution {
+        // A plugin package needs its metadata even where no version is stated.
+        let distribution = config.distribution.clone().or_else(|| {
+            (!config.pytest_plugins.is_empty()).then(|| ("project".to_string(), "0".to_string()))
+        });
+        if let Some((name, version)) = &distribution {
             // Tests often ask importlib.metadata for the project's own version.
             let site = tmp.path().join(".frognano-site");
             let info = site.join(format!("{}-{}.dist-info", name.replace('-', "_"), version));
@@ -142,15 +146,25 @@ impl Sandbox {
                 format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"),
             )
             .map_err(SandboxError::io("write dist-info"))?;
+            if !config.pytest_plugins.is_empty() {
+                // A pytest plugin package's tests expect its plugin loaded, as an install
+                // would (pytester's sessions included).
+                fs::write(
+                    info.join("entry_points.txt"),
+                    crate::entry_points::entry_points_txt(&config.pytest_plugins),
+                )
+                .map_err(SandboxError::io("write dist-info"))?;
+            }
             sys_path.push(format!("{GUEST_TMP}/.frognano-site"));
         }
         let mut args = base_pytest_args();
         args.extend(prepared.pytest_args());
         args.extend(request.pytest_args.iter().cloned());
         let mut env = serde_json::json!({"HOME": GUEST_TMP, "TMPDIR": GUEST_TMP, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"});
-        if prepared.deps_layer.is_none() {
-            // Only a requirements layer can hold pytest plugins that register through entry
-            // points; without one, skip the scan of every distribution on the path (tens of ms).
+        if prepared.deps_layer.is_none() && config.pytest_plugins.is_empty() {
+            // Only a requirements layer or the project itself can hold pytest plugins that
+            // register through entry points; without either, skip the scan of every
+            // distribution on the path (tens of ms).
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1".into();
         }
         let run_config = serde_json::json!({
