@@ -107,14 +107,6 @@ fn entry(line: &str) -> Option<(String, String)> {
 mod tests {
     use super::*;
 
-    fn write(root: &Path, files: &[(&str, &str)]) {
-        for (name, text) in files {
-            let path = root.join(name);
-            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            fs::write(path, text).expect("write");
-        }
-    }
-
     #[test]
     fn a_plugin_packages_entry_points_are_found_where_its_source_declares_them() {
         let pair = |n: &str, v: &str| vec![(n.to_string(), v.to_string())];
@@ -127,33 +119,25 @@ mod tests {
             pair("datadir", "pytest_datadir.plugin")
         );
 
-        let dir = tempfile::tempdir().expect("tmp");
-        write(
-            dir.path(),
-            &[(
-                "setup.cfg",
-                "[options.entry_points]\npytest11 =\n    icdiff = pytest_icdiff\n",
-            )],
-        );
+        let dir = crate::testing::write_repo(&[(
+            "setup.cfg",
+            "[options.entry_points]\npytest11 =\n    icdiff = pytest_icdiff\n",
+        )]);
         assert_eq!(
             pytest_plugins(dir.path(), None),
             pair("icdiff", "pytest_icdiff")
         );
 
-        let dir = tempfile::tempdir().expect("tmp");
-        write(
-            dir.path(),
-            &[
-                (
-                    "src/p.egg-info/entry_points.txt",
-                    "[console_scripts]\np = p:main\n\n[pytest11]\nassume = pytest_assume.plugin\n",
-                ),
-                (
-                    "PKG-INFO",
-                    "Metadata-Version: 2.1\nName: pytest-assume\nVersion: 2.4.3\n\nName: not this\n",
-                ),
-            ],
-        );
+        let dir = crate::testing::write_repo(&[
+            (
+                "src/p.egg-info/entry_points.txt",
+                "[console_scripts]\np = p:main\n\n[pytest11]\nassume = pytest_assume.plugin\n",
+            ),
+            (
+                "PKG-INFO",
+                "Metadata-Version: 2.1\nName: pytest-assume\nVersion: 2.4.3\n\nName: not this\n",
+            ),
+        ]);
         assert_eq!(
             pytest_plugins(dir.path(), None),
             pair("assume", "pytest_assume.plugin")

@@ -176,14 +176,6 @@ fn mentions(text: &str, fingerprint: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn write(root: &Path, files: &[(&str, &str)]) {
-        for (name, text) in files {
-            let path = root.join(name);
-            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            fs::write(path, text).expect("write");
-        }
-    }
-
     #[test]
     fn fingerprints_are_whole_names() {
         assert!(mentions(
@@ -204,22 +196,18 @@ mod tests {
 
     #[test]
     fn undeclared_plugins_are_found_and_declared_ones_are_not_repeated() {
-        let dir = tempfile::tempdir().expect("tmp");
-        write(
-            dir.path(),
-            &[
-                ("setup.cfg", "[tool:pytest]\nasyncio_mode = auto\n"),
-                (
-                    "tests/test_a.py",
-                    "import pytest\n\n@pytest.mark.asyncio\nasync def test_a(mocker):\n    \
+        let dir = crate::testing::write_repo(&[
+            ("setup.cfg", "[tool:pytest]\nasyncio_mode = auto\n"),
+            (
+                "tests/test_a.py",
+                "import pytest\n\n@pytest.mark.asyncio\nasync def test_a(mocker):\n    \
                      mocker.patch('os.getcwd')\n",
-                ),
-                (
-                    "docs/test_doc.py",
-                    "def test_d(freezer):\n    freezer.move_to('2020')\n",
-                ),
-            ],
-        );
+            ),
+            (
+                "docs/test_doc.py",
+                "def test_d(freezer):\n    freezer.move_to('2020')\n",
+            ),
+        ]);
         let mut found = Found::default();
         found.add("pytest-mock>=3", "tox.ini [testenv] deps");
         collect(dir.path(), &mut found);
@@ -254,13 +242,11 @@ mod tests {
             ["-o", "asyncio_default_fixture_loop_scope=function"]
         );
         // Set by the project: left alone.
-        write(
-            dir.path(),
-            &[(
-                "pytest.ini",
-                "[pytest]\nasyncio_default_fixture_loop_scope = session\n",
-            )],
-        );
+        fs::write(
+            dir.path().join("pytest.ini"),
+            "[pytest]\nasyncio_default_fixture_loop_scope = session\n",
+        )
+        .expect("write");
         let mut found = Found::default();
         found.add("pytest-asyncio", "tox.ini [testenv] deps");
         collect(dir.path(), &mut found);
