@@ -17,11 +17,18 @@ use crate::manifest::Manifest;
 pub const SUMMARY_FILE: &str = "summary.jsonl";
 
 /// The summary line of a manifest: everything but the excluded tests' ids and the
-/// requirement layer's details.
+/// requirement layer's details. Paths in a failure's message are made relative to the
+/// repository (the sandbox's workspace mount means nothing to a reader of the summary).
 pub fn summary_line(manifest: &Manifest) -> Manifest {
+    let workspace = format!("{}/", frognano_sandbox::GUEST_WORK);
+    let failure = manifest.failure.clone().map(|mut failure| {
+        failure.message = failure.message.replace(&workspace, "");
+        failure
+    });
     Manifest {
         excluded: Vec::new(),
         requirements: serde_json::Value::Null,
+        failure,
         ..manifest.clone()
     }
 }
@@ -62,4 +69,20 @@ pub fn read_summary(path: &Path) -> Result<Vec<Manifest>> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_line_names_files_relative_to_the_repository() {
+        let line = r#"{"format":1,"id":"p-1.0","spec":"p==1.0","package":"p","version":"1.0","sdist_sha256":null,"status":"failed","failure":{"kind":"no_passing_tests","message":"first: tests/t.py: E   FileNotFoundError: '/work/tests/data.txt'"},"repo":"repos/p-1.0","tests":{"collected":1,"passed":0,"failed":0,"errors":1,"skipped":0,"xfailed":0,"xpassed":0},"excluded":[],"excluded_by_reason":{},"requirements":null,"layer":null,"suite_seconds":0.1,"build_seconds":0.2,"synthesis":null}"#;
+        let manifest: Manifest = serde_json::from_str(line).expect("a manifest");
+        let summary = summary_line(&manifest);
+        assert_eq!(
+            summary.failure.map(|f| f.message).as_deref(),
+            Some("first: tests/t.py: E   FileNotFoundError: 'tests/data.txt'")
+        );
+    }
 }
