@@ -131,32 +131,16 @@ pub(crate) fn collect(root: &Path, found: &mut Found) {
 /// The test modules and conftests of the repository (pytest's default patterns, and anything
 /// in a `test`/`tests`/`testing` directory), documentation and examples aside.
 fn test_modules(root: &Path) -> Vec<std::path::PathBuf> {
-    crate::workspace::walk_repo(root)
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file())
-        .filter(|e| e.metadata().is_ok_and(|m| m.len() <= MAX_TEST_FILE))
-        .filter_map(|entry| {
-            let stem = entry.file_name().to_str()?.strip_suffix(".py")?.to_string();
-            let rel = entry.path().strip_prefix(root).ok()?;
-            let dirs: Vec<&str> = rel
-                .parent()?
-                .components()
-                .filter_map(|c| c.as_os_str().to_str())
-                .collect();
-            if dirs
-                .iter()
-                .any(|d| matches!(*d, "docs" | "doc" | "examples"))
-            {
-                return None;
-            }
-            let test_like = stem.starts_with("test")
-                || stem.ends_with("_test")
-                || stem == "conftest"
-                || dirs
-                    .iter()
-                    .any(|d| matches!(*d, "test" | "tests" | "testing"));
-            test_like.then(|| entry.path().to_path_buf())
+    super::resolve::python_files(root)
+        .into_iter()
+        .filter(|f| fs::metadata(&f.path).is_ok_and(|m| m.len() <= MAX_TEST_FILE))
+        .filter(|f| {
+            f.stem.starts_with("test")
+                || f.stem.ends_with("_test")
+                || f.stem == "conftest"
+                || f.in_test_dir
         })
+        .map(|f| f.path)
         .collect()
 }
 

@@ -545,50 +545,23 @@ pub fn collection_fallbacks(root: &Path) -> Vec<CollectionFallback> {
     let mut unittest_names: BTreeSet<String> = BTreeSet::new();
     let mut unittest_dirs: BTreeSet<String> = BTreeSet::new();
     let mut doctest_files: BTreeSet<String> = BTreeSet::new();
-    for entry in crate::workspace::walk_repo(root)
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file())
-    {
-        let Some(name) = entry.file_name().to_str() else {
-            continue;
-        };
-        let Some(stem) = name.strip_suffix(".py") else {
-            continue;
-        };
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let slashed = |path: &Path| path.to_string_lossy().replace('\\', "/");
-        let dirs: Vec<&str> = rel
-            .parent()
-            .map(|p| {
-                p.components()
-                    .filter_map(|c| c.as_os_str().to_str())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if slashed(rel).contains(char::is_whitespace)
-            || dirs
-                .iter()
-                .any(|d| matches!(*d, "docs" | "doc" | "examples"))
-            || matches!(stem, "conftest" | "setup")
-        {
+    let slashed = |path: &Path| path.to_string_lossy().replace('\\', "/");
+    for file in python_files(root) {
+        let (rel, stem, in_test_dir) = (&file.rel, file.stem.as_str(), file.in_test_dir);
+        if slashed(rel).contains(char::is_whitespace) || matches!(stem, "conftest" | "setup") {
             continue;
         }
-        let in_test_dir = dirs
-            .iter()
-            .any(|d| matches!(*d, "test" | "tests" | "testing"));
         let test_named =
             stem.starts_with("test") || stem.ends_with("tests") || stem.ends_with("_test");
         if !in_test_dir && !test_named {
             continue;
         }
-        let Ok(text) = fs::read_to_string(entry.path()) else {
+        let Ok(text) = fs::read_to_string(&file.path) else {
             continue;
         };
         let default_pattern = stem.starts_with("test_") || stem.ends_with("_test");
         if in_test_dir && !default_pattern && !stem.starts_with('_') && defines_test_case(&text) {
-            unittest_names.insert(name.to_string());
+            unittest_names.insert(format!("{stem}.py"));
             if let Some(parent) = rel.parent() {
                 unittest_dirs.insert(slashed(parent));
             }
@@ -635,6 +608,53 @@ pub fn collection_fallbacks(root: &Path) -> Vec<CollectionFallback> {
         });
     }
     out
+}
+
+/// A Python file of the repository, as the scans for test files see it.
+pub(crate) struct PythonFile {
+    /// Its path.
+    pub path: std::path::PathBuf,
+    /// Its path relative to the repository.
+    pub rel: std::path::PathBuf,
+    /// Its name without `.py`.
+    pub stem: String,
+    /// Whether it sits in a `test`, `tests` or `testing` directory.
+    pub in_test_dir: bool,
+}
+
+/// The repository's Python files outside `docs`, `doc` and `examples` directories.
+pub(crate) fn python_files(root: &Path) -> Vec<PythonFile> {
+    crate::workspace::walk_repo(root)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|entry| {
+            let stem = entry.file_name().to_str()?.strip_suffix(".py")?.to_string();
+            let rel = entry.path().strip_prefix(root).ok()?.to_path_buf();
+            let dirs: Vec<String> = rel
+                .parent()
+                .map(|p| {
+                    p.components()
+                        .filter_map(|c| c.as_os_str().to_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if dirs
+                .iter()
+                .any(|d| matches!(d.as_str(), "docs" | "doc" | "examples"))
+            {
+                return None;
+            }
+            let in_test_dir = dirs
+                .iter()
+                .any(|d| matches!(d.as_str(), "test" | "tests" | "testing"));
+            Some(PythonFile {
+                path: entry.path().to_path_buf(),
+                rel,
+                stem,
+                in_test_dir,
+            })
+        })
+        .collect()
 }
 
 /// Whether a module's text defines a unittest `TestCase` subclass (a line-by-line scan).
