@@ -44,6 +44,9 @@ pub const PYTEST_WHEELS: &[PinnedWheel] = &[
 pub const PLUGIN_SOURCE: &str = include_str!("guest/frognano_pytest_plugin.py");
 /// Module name of the plugin inside the guest.
 pub const PLUGIN_MODULE: &str = "_frognano_pytest_plugin";
+/// A stand-in for CPython's `_ssl` extension, which WASI builds lack: the standard library's
+/// `ssl` then imports and makes contexts, and only TLS itself fails (labelled "ssl").
+const SSL_STAND_IN_SOURCE: &str = include_str!("guest/ssl_stand_in.py");
 
 /// Distribution names the pytest layer already provides (normalised).
 pub fn provided_by_pytest_layer(name: &str) -> bool {
@@ -64,6 +67,7 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
         key.push_str(wheel.sha256);
     }
     key.push_str(PLUGIN_SOURCE);
+    key.push_str(SSL_STAND_IN_SOURCE);
     let dir = layer_dir("pytest", &key);
     if dir.join(".complete").is_file() {
         return Ok(dir);
@@ -73,7 +77,10 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
     build_layer(
         &dir,
         &wheels,
-        &[(format!("{PLUGIN_MODULE}.py"), PLUGIN_SOURCE)],
+        &[
+            (format!("{PLUGIN_MODULE}.py"), PLUGIN_SOURCE),
+            ("_ssl.py".to_string(), SSL_STAND_IN_SOURCE),
+        ],
     )?;
     Ok(dir)
 }

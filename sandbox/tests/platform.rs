@@ -79,9 +79,28 @@ def test_alarm():
     signal.alarm(1)
 
 
+def test_ssl_contexts_are_made_and_configured():
+    import ssl
+    context = ssl.create_default_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    assert context.minimum_version is ssl.TLSVersion.TLSv1_2
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with pytest.raises(FileNotFoundError):
+        context.load_verify_locations("no-such-bundle.pem")
+
+
+def test_the_user_is_named():
+    import getpass
+    assert getpass.getuser()
+
+
 def test_ssl():
     import ssl
-    ssl.create_default_context()
+    context = ssl.create_default_context()
+    context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="example.org")
 
 
 def test_asyncio_runs_coroutines_tasks_and_timers():
@@ -197,6 +216,12 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
         ("test_getuid", TestOutcome::Failed, Some("os.getuid")),
         ("test_alarm", TestOutcome::Failed, Some("signals")),
         ("test_ssl", TestOutcome::Failed, Some("ssl")),
+        ("test_the_user_is_named", TestOutcome::Passed, None),
+        (
+            "test_ssl_contexts_are_made_and_configured",
+            TestOutcome::Passed,
+            None,
+        ),
         (
             "test_asyncio_runs_coroutines_tasks_and_timers",
             TestOutcome::Passed,

@@ -647,6 +647,9 @@ def _attribute_label(module, name):
 def _intrinsic_label(exc, frames):
     """The feature `exc` itself shows missing, or None when it is no platform gap."""
     text = str(exc)
+    marked = getattr(exc, "frognano_platform_gap", None)
+    if isinstance(marked, str):  # raised by a FrogNano stand-in (the `_ssl` one)
+        return marked
     if isinstance(exc, RuntimeError) and "can't start new thread" in text:
         return "threads"
     if isinstance(exc, ModuleNotFoundError):

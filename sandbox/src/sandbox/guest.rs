@@ -19,6 +19,17 @@ use crate::image::ImageFiles;
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 const DISK_POLL: Duration = Duration::from_millis(300);
 
+/// The environment of every guest process. `USER` and `LOGNAME` name a user because WASI has
+/// no user database: `getpass.getuser()` (test fixtures, cache paths) reads them.
+pub(super) const GUEST_ENVIRONMENT: [(&str, &str); 6] = [
+    ("HOME", GUEST_TMP),
+    ("TMPDIR", GUEST_TMP),
+    ("PYTHONHASHSEED", "0"),
+    ("LANG", "C.UTF-8"),
+    ("USER", "frognano"),
+    ("LOGNAME", "frognano"),
+];
+
 /// A finished guest run, before interpretation as a test report.
 #[derive(Debug, Clone)]
 pub struct GuestRun {
@@ -289,12 +300,7 @@ pub(super) fn build_wasi(
     // ignores the WASI environment; the per-run prelude sets `os.environ` instead. Either way
     // string hashing is the same in every run, so set ordering (and the parametrize ids built
     // from it) is reproducible.
-    for (key, value) in [
-        ("HOME", GUEST_TMP),
-        ("TMPDIR", GUEST_TMP),
-        ("PYTHONHASHSEED", "0"),
-        ("LANG", "C.UTF-8"),
-    ] {
+    for (key, value) in GUEST_ENVIRONMENT {
         builder.env(key, value);
     }
     if let Program::Command(argv) = program {

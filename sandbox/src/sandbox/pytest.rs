@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use frognano_core::{RunProfile, TestReport};
 
-use super::guest::{Mounts, Program};
+use super::guest::{GUEST_ENVIRONMENT, Mounts, Program};
 use super::report::{build_report, read_results};
 use super::shard::{Shard, ShardRun};
 use super::{
@@ -160,12 +160,15 @@ impl Sandbox {
         let mut args = base_pytest_args();
         args.extend(prepared.pytest_args());
         args.extend(request.pytest_args.iter().cloned());
-        let mut env = serde_json::json!({"HOME": GUEST_TMP, "TMPDIR": GUEST_TMP, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"});
+        let mut env: serde_json::Map<String, serde_json::Value> = GUEST_ENVIRONMENT
+            .iter()
+            .map(|(key, value)| (key.to_string(), (*value).into()))
+            .collect();
         if prepared.deps_layer.is_none() && config.pytest_plugins.is_empty() {
             // Only a requirements layer or the project itself can hold pytest plugins that
             // register through entry points; without either, skip the scan of every
             // distribution on the path (tens of ms).
-            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1".into();
+            env.insert("PYTEST_DISABLE_PLUGIN_AUTOLOAD".into(), "1".into());
         }
         let run_config = serde_json::json!({
             "sys_path": sys_path,
