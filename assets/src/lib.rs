@@ -134,16 +134,51 @@ pub fn pip_download(dest: &Path, args: &[String]) -> Result<()> {
         use std::io::{Read, Seek};
         let _ = log.seek(std::io::SeekFrom::Start(0));
         let _ = log.read_to_string(&mut stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
         return Err(AssetError::Fetch {
             name: args.join(" "),
-            message: format!(
-                "pip download failed: {}",
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            ),
+            message: format!("pip download failed: {}", pip_failure_summary(&stderr)),
         });
     }
     Ok(())
+}
+
+/// What a failed pip run said, in a few lines: the first specific error (pip nests a build
+/// step's own output, whose error says what went wrong) and the last lines pip wrote, without
+/// its blank lines, notes and hints.
+fn pip_failure_summary(stderr: &str) -> String {
+    let meaningful: Vec<&str> = stderr
+        .lines()
+        .map(|line| line.trim_matches(|c: char| c.is_whitespace() || "│╰─>×".contains(c)))
+        .filter(|line| {
+            !line.is_empty()
+                && !line.starts_with("note:")
+                && !line.starts_with("hint:")
+                && !line.starts_with("[end of output]")
+                && *line != "See above for output."
+        })
+        .collect();
+    let generic = |line: &str| line.contains("subprocess-exited-with-error");
+    let first_specific = meaningful
+        .iter()
+        .find(|line| line.to_ascii_lowercase().starts_with("error") && !generic(line));
+    let mut lines: Vec<&str> = meaningful
+        .iter()
+        .rev()
+        .filter(|line| !generic(line))
+        .take(2)
+        .copied()
+        .collect();
+    lines.reverse();
+    if let Some(first) = first_specific
+        && !lines.contains(first)
+    {
+        lines.insert(0, first);
+    }
+    if lines.is_empty() {
+        "pip wrote nothing on its error stream".to_string()
+    } else {
+        lines.join("\n")
+    }
 }
 
 /// Makes sure every pinned wheel is in `<cache>/wheels`, verified; returns their paths.
@@ -213,8 +248,10 @@ pub fn fetch_sdist(name: &str, version: &str, sha256: &str) -> Result<PathBuf> {
         &dir,
         &[
             "--no-deps".into(),
+            // Only the package itself must come as source: its build backend may be a wheel
+            // (a backend built from source can need a compiler, e.g. uv_build needs Rust).
             "--no-binary".into(),
-            ":all:".into(),
+            name.to_string(),
             format!("{name}=={version}"),
         ],
     )?;
@@ -345,6 +382,34 @@ pub fn unpack_wheel(wheel: &Path, dest: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_pip_run_is_summarised_by_its_specific_error() {
+        // What pip writes when an sdist's build backend cannot be built: the cause is nested
+        // deep inside, and the last lines are generic.
+        let stderr = "  error: subprocess-exited-with-error\n  \n  \u{d7} pip subprocess to install \
+            build dependencies did not run successfully.\n  \u{2502} exit code: 1\n  \
+            \u{2570}\u{2500}> [50 lines of output]\n      Collecting uv_build<0.12\n      \
+            error: toolchain '1.97.1' is not installed\n      [end of output]\n  \n  note: This \
+            error originates from a subprocess.\nerror: subprocess-exited-with-error\n\n\
+            \u{d7} pip subprocess to install build dependencies did not run successfully.\n\
+            \u{2502} exit code: 1\n\u{2570}\u{2500}> See above for output.\n\n\
+            note: This error originates from a subprocess, and is likely not a problem with pip.\n";
+        let summary = pip_failure_summary(stderr);
+        assert!(
+            summary.starts_with("error: toolchain '1.97.1' is not installed"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("pip subprocess to install build dependencies did not run"),
+            "{summary}"
+        );
+        assert!(!summary.contains("note:"), "{summary}");
+        assert_eq!(
+            pip_failure_summary("\n \n"),
+            "pip wrote nothing on its error stream"
+        );
+    }
 
     #[test]
     fn concurrent_builds_of_one_cache_all_succeed_and_one_lands() {

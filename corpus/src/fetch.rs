@@ -49,8 +49,10 @@ pub fn registry_sdist(
         download.path(),
         &[
             "--no-deps".into(),
+            // Only the package itself must come as source: its build backend may be a wheel
+            // (a backend built from source can need a compiler, e.g. uv_build needs Rust).
             "--no-binary".into(),
-            ":all:".into(),
+            name.to_string(),
             format!("{name}=={version}"),
         ],
     )
