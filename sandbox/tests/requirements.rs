@@ -348,10 +348,7 @@ fn warnings_as_errors_do_not_turn_the_sandboxs_preloaded_plugins_into_an_interna
              with pytest.raises(UserWarning):\n        warnings.warn('still an error')\n",
         ),
     ]);
-    let sandbox = common::sandbox();
-    let report = sandbox
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     common::assert_passed(&report, 2);
 }
 
@@ -378,10 +375,7 @@ fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuratio
              assert True\n",
         ),
     ]);
-    let sandbox = common::sandbox();
-    let report = sandbox
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     let outcome = |name: &str| {
         report
             .tests
@@ -488,10 +482,7 @@ fn a_pytest_plugin_package_is_tested_with_its_own_plugin_loaded() {
              pytester.runpytest_inprocess().assert_outcomes(passed=1)\n",
         ),
     ]);
-    let sandbox = common::sandbox();
-    let report = sandbox
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     common::assert_passed(&report, 2);
 }
 

@@ -3,7 +3,6 @@
 mod common;
 
 use frognano_core::{RunOutcome, TestOutcome};
-use frognano_sandbox::TestRequest;
 use frognano_sandbox::testing::write_repo;
 
 /// A unittest suite as projects write them: a package of tests that turns warnings into
@@ -30,10 +29,7 @@ fn a_suite_run_with_unittest_is_collected_as_unittest_collects_it() {
     let tox = "[tox]\nenvlist = py3\n\n[testenv]\ncommands =\n    \
                coverage run -m unittest discover {toxinidir}/tests\n";
     let repo = write_repo(&[SUITE, &[("tox.ini", tox)]].concat());
-    let sandbox = common::sandbox();
-    let report = sandbox
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     assert_eq!(
         (report.outcome, report.passed, report.errors),
         (RunOutcome::Passed, 2, 0),
@@ -53,15 +49,12 @@ fn a_suite_run_with_unittest_is_collected_as_unittest_collects_it() {
     // The same suite declared as a pytest project keeps pytest's collection: its helpers then
     // stop the run (what the unittest runner's projects used to get).
     let repo = write_repo(&[SUITE, &[("tox.ini", "[testenv]\ncommands = pytest\n")]].concat());
-    let report = sandbox
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     assert_ne!(report.outcome, RunOutcome::Passed, "{report:?}");
 }
 
 #[test]
 fn suites_named_otherwise_than_pytests_patterns_are_collected() {
-    let sandbox = common::sandbox();
     // Run as `python -m unittest pkg.tests`: modules named for what they test, gathered by the
     // package's `__init__`.
     let repo = write_repo(&[
@@ -79,9 +72,7 @@ fn suites_named_otherwise_than_pytests_patterns_are_collected() {
              def test_zero(self):\n        self.assertEqual(double(0), 0)\n",
         ),
     ]);
-    let report = sandbox
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     let ids: Vec<&str> = report.tests.iter().map(|t| t.id.as_str()).collect();
     common::assert_passed(&report, 2);
     assert!(
@@ -102,8 +93,6 @@ fn suites_named_otherwise_than_pytests_patterns_are_collected() {
             "\"\"\"\n>>> from art import shout\n>>> shout('hi')\n'HI!'\n\"\"\"\n",
         ),
     ]);
-    let report = sandbox
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     common::assert_passed(&report, 1);
 }

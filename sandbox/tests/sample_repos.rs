@@ -55,9 +55,7 @@ fn sample_repos_match_native_pytest() {
 #[test]
 fn pytest_arguments_select_tests() {
     let repo = &common::sample_repos()[0];
-    let all = common::sandbox()
-        .run_tests(repo, &TestRequest::default())
-        .expect("run");
+    let all = common::run_clean(repo);
     let first = all.tests[0].id.clone();
     let one = common::sandbox()
         .run_tests(
@@ -94,9 +92,7 @@ fn failures_are_reported_per_test_with_messages() {
              @pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n\ndef test_error(broken):\n    pass\n",
         ),
     ]);
-    let report = common::sandbox()
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     assert_eq!(report.outcome, RunOutcome::Failed);
     assert_eq!(
         (
@@ -140,9 +136,7 @@ fn collection_errors_are_errors_not_crashes() {
         "tests/test_broken.py",
         "import no_such_module_here\n\ndef test_x():\n    pass\n",
     )]);
-    let report = common::sandbox()
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(repo.path());
     assert_eq!(report.outcome, RunOutcome::Failed, "{report:?}");
     assert_eq!(report.errors, 1);
     assert!(
@@ -166,9 +160,7 @@ fn parallel_runs_match_serial_runs() {
     assert_eq!(reports.len(), jobs.len());
     for ((repo, _), report) in jobs.iter().zip(reports) {
         let report = report.expect("run");
-        let serial = common::sandbox()
-            .run_tests(repo, &TestRequest::default())
-            .expect("run");
+        let serial = common::run_clean(repo);
         let ids = |r: &frognano_core::TestReport| {
             r.tests
                 .iter()
@@ -264,8 +256,6 @@ fn coverage_maps_each_test_to_the_lines_it_executed() {
         }
     }
     // Without the flag, no coverage is recorded.
-    let plain = common::sandbox()
-        .run_tests(&repo, &TestRequest::default())
-        .expect("run");
+    let plain = common::run_clean(&repo);
     assert!(plain.coverage.is_none());
 }

@@ -27,9 +27,7 @@ fn ids_and_outcomes(report: &TestReport) -> Vec<(String, TestOutcome)> {
 #[test]
 fn sample_repositories_give_identical_results_sharded() {
     for repo in common::sample_repos() {
-        let single = common::sandbox()
-            .run_tests(&repo, &TestRequest::default())
-            .expect("run");
+        let single = common::run_clean(&repo);
         assert_eq!(single.outcome, RunOutcome::Passed, "{}", repo.display());
         for shards in [2, 3] {
             let split = common::sandbox()
@@ -114,9 +112,7 @@ fn failures_errors_and_collection_errors_merge_like_one_run() {
 #[test]
 fn a_collection_error_that_stops_pytest_stops_every_shard() {
     let repo = common::make_repo(MIXED_SUITE);
-    let single = common::sandbox()
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let single = common::run_clean(repo.path());
     let split = common::sandbox()
         .run_tests(repo.path(), &sharded(2))
         .expect("run");
@@ -187,9 +183,7 @@ fn a_limit_in_one_shard_is_the_outcome_of_the_run() {
 #[test]
 fn profiles_account_for_the_run() {
     let repo = common::sample_repos().into_iter().next().expect("a sample");
-    let report = common::sandbox()
-        .run_tests(&repo, &TestRequest::default())
-        .expect("run");
+    let report = common::run_clean(&repo);
     let profile = report.profile.expect("profile");
     let total: f64 = profile.phases().iter().map(|(_, s)| s).sum();
     // The phases cover the run: the report's duration is the guest's part of it.
@@ -229,9 +223,7 @@ fn a_layer_snapshot_starts_with_the_requirements_imported() {
              def test_was_imported_before_the_test_module():\n    assert PRELOADED\n",
         ),
     ]);
-    let plain = common::sandbox()
-        .run_tests(repo.path(), &TestRequest::default())
-        .expect("run");
+    let plain = common::run_clean(repo.path());
     let outcome = |report: &TestReport, name: &str| {
         report
             .tests

@@ -18,6 +18,13 @@ pub fn sandbox() -> &'static Sandbox {
     })
 }
 
+/// Runs `repo`'s clean suite with the default request in the shared sandbox.
+pub fn run_clean(repo: &Path) -> TestReport {
+    sandbox()
+        .run_tests(repo, &TestRequest::default())
+        .expect("sandbox run")
+}
+
 /// Asserts that `report` passed with `passed` tests; otherwise shows what the run said.
 pub fn assert_passed(report: &TestReport, passed: usize) {
     assert_eq!(
