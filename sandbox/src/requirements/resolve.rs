@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use frognano_core::{TestOutcome, TestReport};
@@ -313,7 +313,9 @@ fn read_member(archive: &Path, member: &str) -> std::result::Result<String, Stri
 /// (tried first, before the module's own name, which may be another project).
 pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &ImportNames) -> Plan {
     let top = missing.top_level();
-    if own_modules.contains(top) {
+    let parts: Vec<&str> = missing.module.split('.').collect();
+    let own_prefix = (2..=parts.len()).any(|k| own_modules.contains(&parts[..k].join(".")));
+    if own_modules.contains(top) || own_prefix {
         return Plan::Unresolvable(format!(
             "{top} belongs to the repository itself ({} cannot import {}): a generated or \
              compiled module, or an import path that needs [test] python-path in frognano.toml",
@@ -338,11 +340,15 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &Imp
         }
         return Plan::Try(vec![distribution.to_string()]);
     }
+    // Python names the first component it could not find, so a dotted name means its parent
+    // imported: a namespace package (`azure.storage`, `jaraco`, `sphinxcontrib`) that other
+    // distributions extend, each named for its dotted path.
     let mut candidates: Vec<String> = names
         .distribution(top)
         .map(String::from)
         .into_iter()
         .collect();
+    candidates.extend((2..=parts.len()).rev().map(|k| parts[..k].join("-")));
     candidates.push(top.to_string());
     let dashed = top.replace('_', "-");
     if dashed != top {
@@ -354,25 +360,55 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &Imp
 
 /// Top-level module names a repository defines (packages and modules anywhere in it), so
 /// that a failing import of the project's own code is never "resolved" with a download.
+///
+/// A namespace package the repository shares with other distributions (its `__init__.py`
+/// only extends its path) is not the repository's own: its other members are requirements.
+/// The packages inside one are also listed by their dotted names (`azure.storage.blob`).
 pub fn own_modules(root: &Path) -> BTreeSet<String> {
+    let python_files: Vec<PathBuf> = crate::workspace::walk_repo(root)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "py"))
+        .map(|e| e.into_path())
+        .collect();
+    let namespaces: BTreeSet<&Path> = python_files
+        .iter()
+        .filter(|path| path.file_name().is_some_and(|n| n == "__init__.py"))
+        .filter(|init| declares_namespace(init))
+        .filter_map(|init| init.parent())
+        .collect();
+    let name = |dir: &Path| dir.file_name().and_then(|s| s.to_str()).map(String::from);
     let mut out = BTreeSet::new();
-    for entry in crate::workspace::walk_repo(root).filter_map(|e| e.ok()) {
-        let path = entry.path();
-        if entry.file_type().is_file() && path.extension().is_some_and(|x| x == "py") {
-            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
-                out.insert(stem.to_string());
-            }
-            if let Some(dir) = path
-                .parent()
-                .filter(|p| *p != root)
-                .and_then(|p| p.file_name())
-                .and_then(|s| s.to_str())
-            {
-                out.insert(dir.to_string());
-            }
+    for path in &python_files {
+        if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+            out.insert(stem.to_string());
+        }
+        let Some(dir) = path.parent().filter(|p| *p != root) else {
+            continue;
+        };
+        if namespaces.contains(dir) {
+            continue;
+        }
+        out.extend(name(dir));
+        let mut dotted = name(dir).into_iter().collect::<Vec<_>>();
+        let mut parent = dir.parent();
+        while let Some(namespace) = parent.filter(|p| namespaces.contains(p)) {
+            dotted.extend(name(namespace));
+            parent = namespace.parent();
+        }
+        if dotted.len() > 1 {
+            dotted.reverse();
+            out.insert(dotted.join("."));
         }
     }
     out
+}
+
+/// Whether a package's `__init__.py` only declares a namespace that other distributions share
+/// (pkgutil's `extend_path` or pkg_resources' `declare_namespace`).
+fn declares_namespace(init: &Path) -> bool {
+    fs::read_to_string(init).is_ok_and(|text| {
+        text.len() < 2048 && (text.contains("extend_path(") || text.contains("declare_namespace("))
+    })
 }
 
 /// Modules the pytest layer provides (pytest and its dependencies).
@@ -936,6 +972,53 @@ mod tests {
     }
 
     #[test]
+    fn members_of_a_shared_namespace_are_requirements_and_the_repositorys_own_are_not() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let namespace = "__path__ = __import__('pkgutil').extend_path(__path__, __name__)\n";
+        for (rel, text) in [
+            ("azure/__init__.py", namespace),
+            ("azure/storage/__init__.py", namespace),
+            (
+                "azure/storage/filedatalake/__init__.py",
+                "from ._client import Client\n",
+            ),
+            (
+                "azure/storage/filedatalake/_client.py",
+                "class Client: pass\n",
+            ),
+            ("tests/test_client.py", "import azure.storage.blob\n"),
+        ] {
+            let path = dir.path().join(rel);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, text).expect("write");
+        }
+        let own = own_modules(dir.path());
+        assert!(own.contains("azure.storage.filedatalake"), "{own:?}");
+        assert!(
+            !own.contains("azure") && !own.contains("storage"),
+            "{own:?}"
+        );
+        let missing = |m: &str| MissingModule {
+            module: m.into(),
+            importer: "tests/test_client.py".into(),
+        };
+        let names = ImportNames::default();
+        assert_eq!(
+            plan(&missing("azure.storage.blob"), &own, &names),
+            Plan::Try(vec![
+                "azure-storage-blob".into(),
+                "azure-storage".into(),
+                "azure".into(),
+                "python-azure".into()
+            ])
+        );
+        assert!(matches!(
+            plan(&missing("azure.storage.filedatalake._generated"), &own, &names),
+            Plan::Unresolvable(reason) if reason.contains("belongs to the repository")
+        ));
+    }
+
+    #[test]
     fn the_import_name_table_is_tried_before_the_modules_own_name() {
         let names = ImportNames::parse(
             "sqlalchemy_utils:SQLAlchemy_Utils\nwx:wxPython\nserial:pyserial\n\
@@ -957,6 +1040,7 @@ mod tests {
             plan(&missing("foo_ext.types"), &own, &names),
             Plan::Try(vec![
                 "foo-extras".into(),
+                "foo_ext-types".into(),
                 "foo_ext".into(),
                 "foo-ext".into(),
                 "python-foo-ext".into()
