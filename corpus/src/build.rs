@@ -676,9 +676,19 @@ fn no_passing(report: &TestReport, prepared: &PreparedRepo) -> Failure {
         .chain(std::iter::once(report.stderr.as_str()))
         .find_map(missing_module)
     {
+        let top = module.split('.').next().unwrap_or(&module);
+        if frognano_sandbox::requirements::resolve::is_stdlib(top) {
+            return Failure {
+                kind: FailureKind::NoPassingTests,
+                message: format!(
+                    "the tests import `{module}`, a standard-library module WebAssembly (WASI) \
+                     does not provide (no processes, threads, sockets or terminals there): \
+                     a platform limit, not a missing requirement"
+                ),
+            };
+        }
         // A declared requirement of the module's name that the layer had to leave out (no
         // pure-Python wheel, an sdist-only release) says more than "no requirement provides".
-        let top = module.split('.').next().unwrap_or(&module);
         let left_out = prepared.requirements_report.left_out.iter().find(|l| {
             frognano_sandbox::layers::normalise(&frognano_sandbox::requirements::requirement_name(
                 &l.requirement,
@@ -816,6 +826,16 @@ mod tests {
         );
         let failure = no_passing(&report, &prepared);
         assert_eq!(failure.kind, FailureKind::Requirements);
+        // A standard-library module the platform lacks is a platform limit.
+        let mut record = frognano_core::TestRecord::new("tests/test_b.py", TestOutcome::Error);
+        record.message = Some("E   ModuleNotFoundError: No module named '_multiprocessing'".into());
+        let platform = no_passing(&TestReport::from_records(vec![record], 0.1), &prepared);
+        assert_eq!(platform.kind, FailureKind::NoPassingTests);
+        assert!(
+            platform.message.contains("platform limit"),
+            "{}",
+            platform.message
+        );
         assert_eq!(
             failure.message,
             "the tests import `pymeeus`, whose requirement `PyMeeus>=0.3.13, <=1` was left out: \
