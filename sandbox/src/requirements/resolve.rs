@@ -28,6 +28,12 @@ pub const ALIASES: &[(&str, &str, bool)] = &[
     ("Crypto", "pycryptodome", false),
     ("Cryptodome", "pycryptodomex", false),
     ("google.protobuf", "protobuf", true),
+    // pytest's own `py` shim has only `py.path` and `py.error`; the rest is the `py` library.
+    ("py.xml", "py", true),
+    ("py.io", "py", true),
+    ("py.log", "py", true),
+    ("py.code", "py", true),
+    ("py.builtin", "py", true),
     ("jose", "python-jose", true),
     ("markdown", "Markdown", true),
     ("docx", "python-docx", true),
@@ -321,6 +327,13 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &Imp
              compiled module, or an import path that needs [test] python-path in frognano.toml",
             missing.importer, missing.module
         ));
+    }
+    if top == "test" {
+        return Plan::Unresolvable(
+            "test is CPython's own test package (test.support and its helpers), which the \
+             interpreter's standard library leaves out: suites written against it cannot run here"
+                .into(),
+        );
     }
     if is_stdlib(top) {
         return Plan::Unresolvable(format!(
@@ -947,6 +960,10 @@ mod tests {
             Plan::Try(vec!["protobuf".into()])
         );
         assert_eq!(
+            plan(&missing("py.xml"), &own, &names),
+            Plan::Try(vec!["py".into()])
+        );
+        assert_eq!(
             plan(&missing("toolz"), &own, &names),
             Plan::Try(vec!["toolz".into(), "python-toolz".into()])
         );
@@ -963,6 +980,7 @@ mod tests {
             ("mypkg._speedups", "belongs to the repository"),
             ("_ssl", "standard-library"),
             ("termios", "standard-library"),
+            ("test.support.os_helper", "CPython's own test package"),
         ] {
             match plan(&missing(module), &own, &names) {
                 Plan::Unresolvable(reason) => assert!(reason.contains(words), "{reason}"),
