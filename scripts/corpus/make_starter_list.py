@@ -404,7 +404,16 @@ def _run(cmd: list[str], timeout: int) -> subprocess.CompletedProcess[str]:
 
 
 def _last_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+    lines = [ln.strip(" │") for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip(" │")]
+    # pip nests a failed build step's own output; its first specific error says what went
+    # wrong, where pip's last lines only say that a subprocess failed.
+    specific = [
+        ln
+        for ln in lines
+        if ln.lower().startswith("error") and "subprocess-exited-with-error" not in ln
+    ]
+    if specific:
+        return specific[0][:200]
     errors = [
         ln
         for ln in lines
