@@ -75,6 +75,10 @@ def test_getuid():
     assert os.getuid() != 0
 
 
+def test_import_of_what_os_lacks():
+    from os import geteuid  # noqa: F401
+
+
 def test_alarm():
     signal.alarm(1)
 
@@ -214,6 +218,11 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
         ("test_subprocess", TestOutcome::Failed, Some("subprocesses")),
         ("test_umask", TestOutcome::Failed, Some("os.umask")),
         ("test_getuid", TestOutcome::Failed, Some("os.getuid")),
+        (
+            "test_import_of_what_os_lacks",
+            TestOutcome::Failed,
+            Some("os.geteuid"),
+        ),
         ("test_alarm", TestOutcome::Failed, Some("signals")),
         ("test_ssl", TestOutcome::Failed, Some("ssl")),
         ("test_the_user_is_named", TestOutcome::Passed, None),
@@ -276,6 +285,7 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
         ("subprocesses", 2),
         ("os.umask", 1),
         ("os.getuid", 1),
+        ("os.geteuid", 1),
         ("signals", 1),
         ("ssl", 1),
         ("termios", 1),

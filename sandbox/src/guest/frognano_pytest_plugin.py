@@ -579,6 +579,7 @@ _OS_PROCESS = frozenset(
      "P_NOWAIT")
 )
 _MISSING_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
+_MISSING_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
 _OS_CALL = re.compile(r"\bos\.(\w+)\s*\(")
 _UNAVAILABLE = re.compile(r"^(\w+) is unavailable on wasm")
 
@@ -669,6 +670,9 @@ def _intrinsic_label(exc, frames):
     if isinstance(exc, AttributeError):
         match = _MISSING_ATTRIBUTE.match(text)
         return _attribute_label(*match.groups()) if match else None
+    if isinstance(exc, ImportError):  # `from os import getuid`
+        match = _MISSING_NAME.match(text)
+        return _attribute_label(match.group(2), match.group(1)) if match else None
     if isinstance(exc, OSError):
         if "does not support processes" in text:
             return "subprocesses"
