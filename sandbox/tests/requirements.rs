@@ -374,6 +374,15 @@ fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuratio
              assert True\n\n\n@pytest.mark.xdist_group('one')\ndef test_grouped():\n    \
              assert True\n",
         ),
+        // What flaky and pytest-json-report do when they find xdist registered: implement
+        // its hooks, which pluggy refuses unless someone declared them.
+        (
+            "tests/conftest.py",
+            "class XdistAware:\n    def pytest_testnodedown(self, node, error):\n        \
+             pass\n\n\ndef pytest_configure(config):\n    \
+             if config.pluginmanager.hasplugin('xdist'):\n        \
+             config.pluginmanager.register(XdistAware())\n",
+        ),
     ]);
     let report = common::run_clean(repo.path());
     let outcome = |name: &str| {

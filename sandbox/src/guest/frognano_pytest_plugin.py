@@ -135,12 +135,56 @@ class _AbsentPlugin:
         self.module = module
 
 
+class _XdistHookspecs:
+    """pytest-xdist's hooks, declared (and never called) while its stand-in is registered:
+    plugins that find "xdist" registered implement them (flaky, pytest-json-report), and
+    pluggy refuses an implementation of a hook nobody declared."""
+
+    @pytest.hookspec
+    def pytest_xdist_setupnodes(self, config, specs): ...
+
+    @pytest.hookspec
+    def pytest_xdist_newgateway(self, gateway): ...
+
+    @pytest.hookspec
+    def pytest_xdist_rsyncstart(self, source, gateways): ...
+
+    @pytest.hookspec
+    def pytest_xdist_rsyncfinish(self, source, gateways): ...
+
+    @pytest.hookspec(firstresult=True)
+    def pytest_xdist_getremotemodule(self): ...
+
+    @pytest.hookspec
+    def pytest_configure_node(self, node): ...
+
+    @pytest.hookspec
+    def pytest_testnodeready(self, node): ...
+
+    @pytest.hookspec
+    def pytest_testnodedown(self, node, error): ...
+
+    @pytest.hookspec
+    def pytest_xdist_node_collection_finished(self, node, ids): ...
+
+    @pytest.hookspec(firstresult=True)
+    def pytest_xdist_make_scheduler(self, config, log): ...
+
+    @pytest.hookspec(firstresult=True)
+    def pytest_xdist_auto_num_workers(self, config): ...
+
+    @pytest.hookspec(firstresult=True)
+    def pytest_handlecrashitem(self, crashitem, report, sched): ...
+
+
 def pytest_addhooks(pluginmanager):
     # Called when this plugin is registered, before pytest reads `-p` from the arguments and
     # the project's addopts: a name registered here makes that `-p NAME` a no-op.
     for module, names, _ini, _markers in _ABSENT_PLUGINS:
         if not _missing(module):
             continue
+        if module == "xdist":
+            pluginmanager.add_hookspecs(_XdistHookspecs)
         for name in names:
             if pluginmanager.get_plugin(name) is None and not pluginmanager.is_blocked(name):
                 pluginmanager.register(_AbsentPlugin(module), name=name)
