@@ -235,6 +235,64 @@ except Exception as exc:  # another CPython's asyncio internals: asyncio stays a
     sys.stderr.write("frognano: asyncio left unchanged (%s: %s)\n" % (type(exc).__name__, exc))
 
 
+def _a_single_user():
+    """Gives the process a user, as a container image has one: WASI has no users, so
+    `os.getuid` and its kin are missing and `pwd` and `grp` do not import, and suites that only
+    ask who runs them (cache paths, `getpwuid(getuid())`) stopped there. Here the process runs
+    as one user, uid and gid 1000, named by `USER` (what `getpass.getuser()` reads), at home in
+    `HOME`; asking for any other user fails as it would for an unknown one."""
+    import collections
+    import types
+
+    if hasattr(os, "getuid"):
+        return
+    uid = gid = 1000
+    for name in ("getuid", "geteuid"):
+        setattr(os, name, lambda: uid)
+    for name in ("getgid", "getegid"):
+        setattr(os, name, lambda: gid)
+    os.getgroups = lambda: [gid]
+
+    def user_name():
+        return os.environ.get("USER") or "frognano"
+
+    passwd = collections.namedtuple(
+        "struct_passwd", "pw_name pw_passwd pw_uid pw_gid pw_gecos pw_dir pw_shell")
+    group = collections.namedtuple("struct_group", "gr_name gr_passwd gr_gid gr_mem")
+
+    def the_user():
+        return passwd(user_name(), "x", uid, gid, user_name(), os.environ.get("HOME", "/"),
+                      "/bin/sh")
+
+    def the_group():
+        return group(user_name(), "x", gid, [user_name()])
+
+    def lookup(make, field, value, what):
+        entry = make()
+        if getattr(entry, field) == value:
+            return entry
+        raise KeyError("%s not found: %r" % (what, value))
+
+    pwd = types.ModuleType("pwd", "FrogNano's single-user stand-in for the password database.")
+    pwd.struct_passwd = passwd
+    pwd.getpwuid = lambda n: lookup(the_user, "pw_uid", n, "getpwuid(): uid")
+    pwd.getpwnam = lambda n: lookup(the_user, "pw_name", n, "getpwnam(): name")
+    pwd.getpwall = lambda: [the_user()]
+    grp = types.ModuleType("grp", "FrogNano's single-user stand-in for the group database.")
+    grp.struct_group = group
+    grp.getgrgid = lambda n: lookup(the_group, "gr_gid", n, "getgrgid(): gid")
+    grp.getgrnam = lambda n: lookup(the_group, "gr_name", n, "getgrnam(): name")
+    grp.getgrall = lambda: [the_group()]
+    sys.modules.setdefault("pwd", pwd)
+    sys.modules.setdefault("grp", grp)
+
+
+try:
+    _a_single_user()
+except Exception as exc:
+    sys.stderr.write("frognano: no user identity (%s: %s)\n" % (type(exc).__name__, exc))
+
+
 def _fd_capture_works():
     """False where the interpreter cannot duplicate file descriptors (WASI): pytest's fd-level
     capture cannot work there."""

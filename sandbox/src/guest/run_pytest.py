@@ -56,7 +56,7 @@ def _frognano_run(config):
 
 def _unloadable_plugins(environ):
     """`-p no:NAME` for each pytest plugin (entry point) that cannot even be imported here (it
-    needs a feature WebAssembly lacks, e.g. os.getuid), so that it costs only its own features
+    needs a feature WebAssembly lacks, e.g. os.pipe), so that it costs only its own features
     instead of the whole run. Loading is what pytest does next anyway (modules stay imported)."""
     if environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         return []
