@@ -321,6 +321,20 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &Imp
     let top = missing.top_level();
     let parts: Vec<&str> = missing.module.split('.').collect();
     let own_prefix = (2..=parts.len()).any(|k| own_modules.contains(&parts[..k].join(".")));
+    let last = parts.last().copied().unwrap_or(top);
+    if parts.len() > 1
+        && own_modules.contains(top)
+        && !own_modules.contains(last)
+        && !last.starts_with('_')
+    {
+        // No file or package of that name anywhere in the repository (private names are
+        // often compiled or generated: `_speedups`, `_version`).
+        return Plan::Unresolvable(format!(
+            "the sdist does not ship {} ({} imports it from the repository's own {top}): a \
+             file left out of the release, which only the project's source repository has",
+            missing.module, missing.importer
+        ));
+    }
     if own_modules.contains(top) || own_prefix {
         return Plan::Unresolvable(format!(
             "{top} belongs to the repository itself ({} cannot import {}): a generated or \
@@ -981,6 +995,7 @@ mod tests {
             ("_ssl", "standard-library"),
             ("termios", "standard-library"),
             ("test.support.os_helper", "CPython's own test package"),
+            ("mypkg.helpers", "the sdist does not ship mypkg.helpers"),
         ] {
             match plan(&missing(module), &own, &names) {
                 Plan::Unresolvable(reason) => assert!(reason.contains(words), "{reason}"),
