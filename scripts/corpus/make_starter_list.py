@@ -9,7 +9,8 @@ For every candidate in ``scripts/corpus/candidates.txt`` this script:
    no sdist is skipped, older releases are never tried;
 2. reads ``PKG-INFO`` and requires that ``Requires-Python`` admits both 3.12
    and 3.15 and that no unconditional runtime dependency is a known compiled
-   distribution;
+   distribution, other than those the interpreter image carries compiled in (numpy,
+   pandas, lxml, ..., read from its standard-library zip: ``--image-zip``);
 3. unpacks the archive into a temporary directory (rejecting members that
    would escape it) and keeps the package only when the sdist
 
@@ -106,7 +107,7 @@ COMPILED_DISTRIBUTIONS = frozenset(
     gevent greenlet grpcio gssapi h5py httptools immutables inflate64 jellyfish
     jiter kiwisolver krb5 levenshtein libcst llvmlite lru-dict lxml lz4
     matplotlib mmh3 msgspec multidict murmurhash mysqlclient netifaces numba
-    numpy orjson pandas pillow polars preshed propcache protobuf psutil
+    numpy orjson pandas pillow polars preshed propcache psutil
     psycopg2 psycopg2-binary pyarrow pybcj pycairo pycryptodome pycryptodomex
     pycurl pydantic pydantic-core pygit2 pynacl pyppmd pyproj python-levenshtein
     python-rapidjson pyzmq pyzstd rapidfuzz regex rpds-py ruamel-yaml-clib
@@ -136,6 +137,34 @@ NATIVE_BUILD_BACKENDS = ("maturin", "scikit_build_core", "mesonpy", "setuptools_
 NATIVE_BUILD_MODULES = ("setuptools_rust", "Cython", "pybind11", "numpy", "cffi", "skbuild",
                         "scikit_build_core", "mesonpy", "maturin", "nanobind", "cmake", "torch")
 PYPROJECT_EXT_MARKERS = ("ext-modules", "ext_modules", "[tool.maturin]", "[tool.scikit-build]")
+
+
+def default_image_zip() -> Path:
+    """Where FrogNano's setup caches the default image's standard-library zip (the same
+    cache directory the library uses: FROGNANO_CACHE, else XDG_CACHE_HOME/frognano, else
+    ~/.cache/frognano)."""
+    if os.environ.get("FROGNANO_CACHE"):
+        cache = Path(os.environ["FROGNANO_CACHE"])
+    elif os.environ.get("XDG_CACHE_HOME"):
+        cache = Path(os.environ["XDG_CACHE_HOME"]) / "frognano"
+    else:
+        cache = Path.home() / ".cache" / "frognano"
+    return cache / "images" / "python-3.15" / "lib" / "python315.zip"
+
+
+def image_distributions(image_zip: Path) -> frozenset[str]:
+    """The distributions the interpreter image carries compiled in (numpy, pandas, lxml, ...),
+    read from the ``*.dist-info/METADATA`` entries of its standard-library zip: a candidate
+    that depends on them runs in the sandbox, whose interpreter imports them."""
+    import zipfile
+
+    names = set()
+    with zipfile.ZipFile(image_zip) as archive:
+        for member in archive.namelist():
+            top = member.split("/")[0]
+            if top.endswith(".dist-info") and member.endswith("/METADATA"):
+                names.add(normalize(top[: -len(".dist-info")].split("-")[0]))
+    return frozenset(names)
 
 
 def normalize(name: str) -> str:
@@ -525,7 +554,9 @@ class Outcome:
         return not self.reason
 
 
-def judge(candidate: str, fetched: Fetched) -> Outcome:
+def judge(
+    candidate: str, fetched: Fetched, image_provides: frozenset[str] = frozenset()
+) -> Outcome:
     out = Outcome(candidate)
     if fetched.sdist is None:
         error = fetched.error or "download failed"
@@ -572,7 +603,7 @@ def judge(candidate: str, fetched: Fetched) -> Outcome:
         out.reason = "no-tests: sdist ships no test files"
     else:
         deps = required_distributions(meta.get_all("Requires-Dist") or [])
-        bad = sorted(deps & COMPILED_DISTRIBUTIONS)
+        bad = sorted((deps & COMPILED_DISTRIBUTIONS) - image_provides)
         if "django" in bad:
             out.reason = "django: depends on django"
         elif bad:
@@ -637,6 +668,14 @@ def main(argv: list[str] | None = None) -> int:
         help="keep at most this many, the smallest sdists first (a build of the whole list "
         "then fits in about an hour on two cores)",
     )
+    parser.add_argument(
+        "--image-zip",
+        type=Path,
+        default=None,
+        help="the interpreter image's standard-library zip, whose compiled-in distributions "
+        "(numpy, pandas, lxml, ...) do not exclude a candidate that depends on them (default: "
+        "the one `frognano setup` caches; without it they exclude it)",
+    )
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -646,13 +685,26 @@ def main(argv: list[str] | None = None) -> int:
     args.download_dir.mkdir(parents=True, exist_ok=True)
     print(f"{len(candidates)} candidates, cache {args.download_dir}", file=sys.stderr)
 
+    image_zip = args.image_zip or default_image_zip()
+    if image_zip.is_file():
+        image_provides = image_distributions(image_zip)
+        print(f"the image provides {len(image_provides)} distributions", file=sys.stderr)
+    elif args.image_zip is not None:
+        parser.error(f"--image-zip {image_zip}: no such file")
+    else:
+        image_provides = frozenset()
+        print(
+            "no image found (run `frognano setup`): candidates that depend on numpy, pandas, "
+            "lxml and the image's other compiled-in distributions are left out",
+            file=sys.stderr,
+        )
     lock = threading.Lock()
     done = [0]
 
     def work(name: str) -> Outcome:
         try:
             fetched = fetch(name, args.python, args.download_dir, args.timeout, args.retry_failed)
-            outcome = judge(name, fetched)
+            outcome = judge(name, fetched, image_provides)
         except Exception as err:  # keep surveying the other candidates
             outcome = Outcome(name, reason=f"error: {type(err).__name__}: {err}")
         with lock:
