@@ -1,5 +1,6 @@
 //! Runtime images: CPython builds for WASI and the pinned packages they come from.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -125,6 +126,37 @@ pub struct ImageFiles {
     pub module_sha256: &'static str,
     /// Directory mounted read-only at `/usr/local/lib` (holds the stdlib zip), if the image needs one.
     pub stdlib_dir: Option<PathBuf>,
+}
+
+impl ImageFiles {
+    /// The distributions the image carries in its standard-library zip (numpy, pandas, lxml,
+    /// ... compiled in), by normalised name, with their versions: read from the zip's
+    /// `*.dist-info/METADATA` entries. Empty for an image without a zip.
+    pub fn carried_distributions(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let (Some(dir), Some((_, _, name))) = (&self.stdlib_dir, self.kind.spec().stdlib) else {
+            return out;
+        };
+        let Ok(file) = std::fs::File::open(dir.join(name)) else {
+            return out;
+        };
+        let Ok(archive) = zip::ZipArchive::new(file) else {
+            return out;
+        };
+        for member in archive.file_names() {
+            let Some(info) = member
+                .strip_suffix("/METADATA")
+                .and_then(|m| m.strip_suffix(".dist-info"))
+                .filter(|m| !m.contains('/'))
+            else {
+                continue;
+            };
+            if let Some((name, version)) = info.split_once('-') {
+                out.insert(crate::layers::normalise(name), version.to_string());
+            }
+        }
+        out
+    }
 }
 
 /// Fetches, verifies and unpacks an image into the cache. Idempotent.

@@ -527,3 +527,37 @@ fn a_real_suite_that_needs_a_setup_cfg_extra_passes() {
     );
     assert!(report.passed >= 100, "{} passed", report.passed);
 }
+
+#[test]
+fn a_requirement_the_image_carries_compiled_in_is_taken_from_the_image() {
+    // numpy has no pure-Python wheel, but the 3.15 interpreter carries it compiled in: the
+    // requirement is reported as the image's copy, and the tests import that copy.
+    let repo = write_repo(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"arrays\"\nversion = \"0.1\"\n\n\
+             [project.optional-dependencies]\ntest = [\"pytest\", \"numpy\"]\n",
+        ),
+        (
+            "tests/test_arrays.py",
+            "import numpy\n\n\ndef test_sum():\n    assert numpy.arange(4).sum() == 6\n",
+        ),
+    ]);
+    let sandbox = common::sandbox();
+    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    let numpy = prepared
+        .requirements_report
+        .left_out
+        .iter()
+        .find(|l| l.requirement == "numpy")
+        .unwrap_or_else(|| panic!("{:?}", prepared.requirements_report));
+    assert!(
+        numpy.reason.contains("carries numpy") && numpy.reason.contains("compiled in"),
+        "{}",
+        numpy.reason
+    );
+    let report = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    common::assert_passed(&report, 1);
+}

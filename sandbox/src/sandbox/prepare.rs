@@ -1,7 +1,7 @@
 //! Preparing a repository: its configuration, its requirements layer (with the resolution
 //! loop that adds what the suite turns out to import) and its bytecode cache.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -200,7 +200,20 @@ impl Sandbox {
         let version = self.image.kind.python_version();
         let (layer, left_out) =
             layers::prepare_requirements_layer_lenient(&config.requirements, version, progress)?;
-        for (requirement, reason) in left_out {
+        let carried = if left_out.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.image.carried_distributions()
+        };
+        for (requirement, mut reason) in left_out {
+            let name = layers::normalise(&requirement_name(&requirement));
+            if let Some(carried) = carried.get(&name) {
+                // numpy, pandas, lxml, ...: the tests import the interpreter's own copy.
+                reason = format!(
+                    "the interpreter image carries {name} {carried} compiled in, and the tests \
+                     import that copy (no pure-Python wheel exists)"
+                );
+            }
             progress(&format!("left out {requirement}: {reason}"));
             config.requirements.retain(|r| *r != requirement);
             dropped.push(LeftOutRequirement {
