@@ -677,13 +677,12 @@ fn no_passing(report: &TestReport, prepared: &PreparedRepo) -> Failure {
         .find_map(missing_module)
     {
         let top = module.split('.').next().unwrap_or(&module);
-        if frognano_sandbox::requirements::resolve::is_stdlib(top) {
+        if let Some(reason) = frognano_sandbox::requirements::resolve::unavailable_module(top) {
             return Failure {
                 kind: FailureKind::NoPassingTests,
                 message: format!(
-                    "the tests import `{module}`, a standard-library module WebAssembly (WASI) \
-                     does not provide (no processes, threads, sockets or terminals there): \
-                     a platform limit, not a missing requirement"
+                    "the tests import `{module}`: {reason}; a platform limit, not a missing \
+                     requirement"
                 ),
             };
         }

@@ -111,6 +111,25 @@ pub fn is_stdlib(module: &str) -> bool {
     STDLIB.split_whitespace().any(|m| m == module)
 }
 
+/// Why the top-level module `top` cannot be provided by any requirement, when it is part of
+/// CPython itself: its own test package, or a standard-library module the WebAssembly
+/// interpreter lacks.
+pub fn unavailable_module(top: &str) -> Option<String> {
+    if top == "test" {
+        return Some(
+            "test is CPython's own test package (test.support and its helpers), which the \
+             interpreter's standard library leaves out: suites written against it cannot run here"
+                .into(),
+        );
+    }
+    is_stdlib(top).then(|| {
+        format!(
+            "{top} is a standard-library module this WebAssembly interpreter does not have \
+             (no sockets, threads, processes or terminals; or removed from recent Python)"
+        )
+    })
+}
+
 /// A module a collection run could not import, and who imported it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MissingModule {
@@ -342,18 +361,8 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &Imp
             missing.importer, missing.module
         ));
     }
-    if top == "test" {
-        return Plan::Unresolvable(
-            "test is CPython's own test package (test.support and its helpers), which the \
-             interpreter's standard library leaves out: suites written against it cannot run here"
-                .into(),
-        );
-    }
-    if is_stdlib(top) {
-        return Plan::Unresolvable(format!(
-            "{top} is a standard-library module this WebAssembly interpreter does not have \
-             (no sockets, threads, processes or terminals; or removed from recent Python)"
-        ));
+    if let Some(reason) = unavailable_module(top) {
+        return Plan::Unresolvable(reason);
     }
     let alias = ALIASES
         .iter()
