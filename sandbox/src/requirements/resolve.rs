@@ -391,6 +391,8 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &Imp
         candidates.push(dashed);
     }
     candidates.push(format!("python-{}", top.replace('_', "-")));
+    // Test helpers published as pytest plugins under their module's name (xprocess).
+    candidates.push(format!("pytest-{}", top.replace('_', "-")));
     Plan::Try(candidates)
 }
 
@@ -988,14 +990,19 @@ mod tests {
         );
         assert_eq!(
             plan(&missing("toolz"), &own, &names),
-            Plan::Try(vec!["toolz".into(), "python-toolz".into()])
+            Plan::Try(vec![
+                "toolz".into(),
+                "python-toolz".into(),
+                "pytest-toolz".into()
+            ])
         );
         assert_eq!(
             plan(&missing("ruamel_yaml"), &own, &names),
             Plan::Try(vec![
                 "ruamel_yaml".into(),
                 "ruamel-yaml".into(),
-                "python-ruamel-yaml".into()
+                "python-ruamel-yaml".into(),
+                "pytest-ruamel-yaml".into()
             ])
         );
         for (module, words) in [
@@ -1051,7 +1058,8 @@ mod tests {
                 "azure-storage-blob".into(),
                 "azure-storage".into(),
                 "azure".into(),
-                "python-azure".into()
+                "python-azure".into(),
+                "pytest-azure".into()
             ])
         );
         assert!(matches!(
@@ -1085,7 +1093,8 @@ mod tests {
                 "foo_ext-types".into(),
                 "foo_ext".into(),
                 "foo-ext".into(),
-                "python-foo-ext".into()
+                "python-foo-ext".into(),
+                "pytest-foo-ext".into()
             ])
         );
         // The curated aliases still come first, with what they know of native code.
