@@ -9,6 +9,7 @@
 //! adds distributions for modules the suite still fails to import ([`resolve`]); a
 //! [`RequirementsReport`] tells the user what was found, added and left out, and why.
 
+pub mod collection;
 pub mod ini;
 pub mod markers;
 pub mod resolve;
@@ -46,7 +47,7 @@ pub struct RequirementsReport {
     /// pytest arguments added because its default file patterns (`test_*.py`, `*_test.py`)
     /// found no tests: wider patterns for test files named otherwise (`tests.py`, `test.py`,
     /// `testfoo.py`), unittest modules of a tests package, or doctests in test files (see
-    /// [`resolve::collection_fallbacks`]).
+    /// [`collection::collection_fallbacks`]).
     #[serde(default)]
     pub collection_args: Vec<String>,
 }

@@ -131,7 +131,7 @@ pub(crate) fn collect(root: &Path, found: &mut Found) {
 /// The test modules and conftests of the repository (pytest's default patterns, and anything
 /// in a `test`/`tests`/`testing` directory), documentation and examples aside.
 fn test_modules(root: &Path) -> Vec<std::path::PathBuf> {
-    super::resolve::python_files(root)
+    super::collection::python_files(root)
         .into_iter()
         .filter(|f| fs::metadata(&f.path).is_ok_and(|m| m.len() <= MAX_TEST_FILE))
         .filter(|f| {

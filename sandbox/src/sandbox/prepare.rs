@@ -15,6 +15,7 @@ use crate::bytecode;
 use crate::config::RepoConfig;
 use crate::error::{Result, SandboxError};
 use crate::layers;
+use crate::requirements::collection;
 use crate::requirements::resolve::{self, Plan};
 use crate::requirements::{
     AddedImportRoot, AddedRequirement, LeftOutRequirement, RequirementsReport, UnresolvedModule,
@@ -248,7 +249,7 @@ impl Sandbox {
         let mut attempted: BTreeSet<String> = BTreeSet::new();
         progress("checking the test suite's imports (one time per repository version)");
         // Where pytest's default patterns find nothing, the ways to collect such a suite.
-        let mut fallbacks = resolve::collection_fallbacks(&config.root).into_iter();
+        let mut fallbacks = collection::collection_fallbacks(&config.root).into_iter();
         for _ in 0..RESOLUTION_ROUNDS {
             let prepared = PreparedRepo {
                 config: config.clone(),
