@@ -138,7 +138,24 @@ class AsyncCase(unittest.IsolatedAsyncioTestCase):
 def test_asyncio_to_thread():
     import asyncio
 
-    asyncio.run(asyncio.to_thread(print))
+    async def main():
+        loop = asyncio.get_running_loop()
+        assert await asyncio.to_thread(sum, [1, 2]) == 3
+        assert await loop.run_in_executor(None, pow, 2, 5) == 32
+        with pytest.raises(ZeroDivisionError):
+            await loop.run_in_executor(None, divmod, 1, 0)
+
+    asyncio.run(main())
+
+
+def test_asyncio_with_an_explicit_thread_pool():
+    import asyncio
+
+    async def main():
+        with ThreadPoolExecutor() as pool:
+            await asyncio.get_running_loop().run_in_executor(pool, print)
+
+    asyncio.run(main())
 
 
 @pytest.fixture
@@ -242,8 +259,9 @@ fn platform_failures_are_labelled_by_cause_and_ordinary_failures_are_not() {
             None,
         ),
         ("AsyncCase::test_awaits", TestOutcome::Passed, None),
+        ("test_asyncio_to_thread", TestOutcome::Passed, None),
         (
-            "test_asyncio_to_thread",
+            "test_asyncio_with_an_explicit_thread_pool",
             TestOutcome::Failed,
             Some("threads"),
         ),

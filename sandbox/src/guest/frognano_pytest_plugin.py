@@ -229,8 +229,54 @@ def _asyncio_without_a_socket_pair():
     loop_class._frognano_without_self_pipe = True
 
 
+def _threads_start():
+    import _thread
+
+    try:
+        _thread.start_new_thread(lambda: None, ())
+    except (RuntimeError, AttributeError, OSError):
+        return False
+    return True
+
+
+def _default_executor_calls_inline():
+    """Runs what an event loop hands its default executor (`run_in_executor(None, ...)`,
+    `asyncio.to_thread`) at once, where threads cannot start (WASI).
+
+    Async libraries use the default executor for blocking calls, file operations above all
+    (aiofiles), and every such call failed for want of a thread. With one thread the call can
+    only run where it is handed over: its result or exception is ready before the caller
+    awaits it. An explicit executor is left alone (it fails as before, labelled threads)."""
+    from asyncio import base_events
+
+    loop_class = base_events.BaseEventLoop
+    if getattr(loop_class, "_frognano_inline_executor", False):
+        return
+    run_in_executor = loop_class.run_in_executor
+
+    def run_inline(self, executor, func, *args):
+        if executor is not None:
+            return run_in_executor(self, executor, func, *args)
+        self._check_closed()
+        future = self.create_future()
+        try:
+            result = func(*args)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+        return future
+
+    loop_class.run_in_executor = run_inline
+    loop_class._frognano_inline_executor = True
+
+
 try:
     _asyncio_without_a_socket_pair()
+    if not _threads_start():
+        _default_executor_calls_inline()
 except Exception as exc:  # another CPython's asyncio internals: asyncio stays as it was
     sys.stderr.write("frognano: asyncio left unchanged (%s: %s)\n" % (type(exc).__name__, exc))
 
