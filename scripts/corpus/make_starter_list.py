@@ -638,7 +638,7 @@ def header(candidates: Path, max_kept: int, first: int | None = None) -> str:
 # {source}: the newest sdist of every candidate was
 # downloaded and kept only if it supports Python 3.12 and 3.15, ships test
 # files, is pure Python (no native sources, extension modules or compiled
-# runtime dependencies), is at most 15 MB, is not a Django project and needs no
+# runtime dependencies but those the interpreter image carries), is at most 15 MB, is not a Django project and needs no
 # network, servers or GUI; of those, the smallest sdists (at most --max, {max_kept}).
 # Do not edit by hand; rerun the script instead.
 """
