@@ -93,7 +93,8 @@ def test_write_outside_workspace():
 def test_environment_is_not_inherited():
     assert "FROGNANO_TEST_SECRET" not in os.environ
     own = {{key for key in os.environ if not key.startswith("PYTEST_")}}
-    assert own <= {{"HOME", "TMPDIR", "PYTHONHASHSEED", "LANG"}}, dict(os.environ)
+    # What the sandbox itself sets: a home, temporary files, hashing, locale and a user name.
+    assert own <= {{"HOME", "TMPDIR", "PYTHONHASHSEED", "LANG", "USER", "LOGNAME"}}, dict(os.environ)
 
 
 def test_subprocess_refused():
