@@ -182,14 +182,10 @@ fn defines_test_case(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A repository of empty files.
     fn tree(files: &[&str]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().expect("tmp");
-        for file in files {
-            let path = dir.path().join(file);
-            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            fs::write(path, "").expect("write");
-        }
-        dir
+        let empty: Vec<(&str, &str)> = files.iter().map(|file| (*file, "")).collect();
+        crate::testing::write_repo(&empty)
     }
 
     #[test]
