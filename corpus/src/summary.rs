@@ -77,8 +77,12 @@ mod tests {
 
     #[test]
     fn a_summary_line_names_files_relative_to_the_repository() {
-        let line = r#"{"format":1,"id":"p-1.0","spec":"p==1.0","package":"p","version":"1.0","sdist_sha256":null,"status":"failed","failure":{"kind":"no_passing_tests","message":"first: tests/t.py: E   FileNotFoundError: '/work/tests/data.txt'"},"repo":"repos/p-1.0","tests":{"collected":1,"passed":0,"failed":0,"errors":1,"skipped":0,"xfailed":0,"xpassed":0},"excluded":[],"excluded_by_reason":{},"requirements":null,"layer":null,"suite_seconds":0.1,"build_seconds":0.2,"synthesis":null}"#;
-        let manifest: Manifest = serde_json::from_str(line).expect("a manifest");
+        // A path under the guest's workspace mount, as the guest reports it.
+        let workspace = format!("{}/", frognano_sandbox::GUEST_WORK);
+        let line = format!(
+            r#"{{"format":1,"id":"p-1.0","spec":"p==1.0","package":"p","version":"1.0","sdist_sha256":null,"status":"failed","failure":{{"kind":"no_passing_tests","message":"first: tests/t.py: E   FileNotFoundError: '{workspace}tests/data.txt'"}},"repo":"repos/p-1.0","tests":{{"collected":1,"passed":0,"failed":0,"errors":1,"skipped":0,"xfailed":0,"xpassed":0}},"excluded":[],"excluded_by_reason":{{}},"requirements":null,"layer":null,"suite_seconds":0.1,"build_seconds":0.2,"synthesis":null}}"#
+        );
+        let manifest: Manifest = serde_json::from_str(&line).expect("a manifest");
         let summary = summary_line(&manifest);
         assert_eq!(
             summary.failure.map(|f| f.message).as_deref(),
