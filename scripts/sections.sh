@@ -37,12 +37,18 @@ section_end() {
     fi
 }
 
+# The free space on the disk the run builds on, for the section headings: a run that fills the
+# disk fails in whichever step writes next, and the headings show where the space went.
+disk_free() {
+    df -Pk . 2>/dev/null | awk 'NR == 2 { printf ", %.1f GiB free", $4 / 1048576 }'
+}
+
 section() {
     section_end
     section_current="$1"
     section_started=$SECONDS
     cpu_seconds section_cpu_started
-    echo "== $* [${SECONDS} s]"
+    echo "== $* [${SECONDS} s$(disk_free)]"
 }
 
 background_record() {

@@ -64,18 +64,34 @@ lane_wait() {
     return "$status"
 }
 
-# Pinned wheels are fetched into pip's cache while the compiler runs (the network is idle
-# then); the environments below install them from the cache. Best effort: a file that fails
-# here is fetched again, and its error shown, by the install itself.
+# The inference, learner and serving environments' pinned wheels are fetched into a folder
+# while the compiler runs (the network is idle then); those environments install from it alone
+# when every file came (`from_prefetched`), and it is removed once they are installed. pip's own
+# cache is left out: with it, the 4 GB of the learner's wheels (torch and its CUDA packages)
+# would lie on disk twice. The integrations' environment builds a few source packages and
+# installs from the index. Best effort: when a file fails here, the installs fetch everything
+# from the index themselves and show its error.
+prefetched_wheels="$(mktemp -d)"
 prefetch_wheels() {
-    local dir file
-    dir="$(mktemp -d)"
+    local file
     for file in llm/python/requirements.txt llm/python/requirements-learner.txt \
-        llm/python/requirements-serving.txt bindings-python/integrations/requirements.txt; do
-        python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes \
-            --only-binary=:all: -d "$dir" -r "$file" || echo "prefetch of $file failed; its install will fetch it"
+        llm/python/requirements-serving.txt; do
+        python3 -m pip download -q --disable-pip-version-check --no-cache-dir --no-deps \
+            --require-hashes --only-binary=:all: -d "$prefetched_wheels" -r "$file" || {
+            echo "prefetch of $file failed; the installs will fetch from the index"
+            return 0
+        }
     done
-    rm -rf "$dir"
+    touch "$prefetched_wheels/.complete"
+}
+# from_prefetched COMMAND...: COMMAND's pip installs take the prefetched files. pip prefers the
+# index's copy of a file to a --find-links one, so the index is switched off for them.
+from_prefetched() {
+    if [ -f "$prefetched_wheels/.complete" ]; then
+        PIP_NO_INDEX=1 PIP_FIND_LINKS="$prefetched_wheels" "$@"
+    else
+        "$@"
+    fi
 }
 
 section "cargo fmt --check"
@@ -89,7 +105,7 @@ cargo fmt --all -- --check
 clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
 # At the lowest priority: the downloads (hashing, decompression) take the cores only when the
 # compiler leaves one idle.
-background prefetch nice -n 19 bash -c "$(declare -f prefetch_wheels); prefetch_wheels"
+background prefetch nice -n 19 bash -c "prefetched_wheels=$prefetched_wheels; $(declare -f prefetch_wheels); prefetch_wheels"
 if [ -x "$clippy_driver" ]; then
     section "cargo build with clippy's lints (warnings denied)"
     export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
@@ -110,20 +126,21 @@ background_wait prefetch
 # Python environments install (disk and network) beside it; the wheel is built here too, the
 # last cargo build of the run (see the lanes below).
 section "setup: runtime images, the inference, learner, integrations and serving environments, the wheel"
-background serving "$bin/frognano" models setup --serving
+background serving from_prefetched "$bin/frognano" models setup --serving
 learner_and_integrations() {
-    "$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p' >"$logs/learner_env"
+    from_prefetched "$bin/frognano" models setup --learner | sed -n 's/^learner environment: //p' >"$logs/learner_env"
     test -x "$(cat "$logs/learner_env")/bin/python"
     bash bindings-python/integrations/setup-env.sh "$(cat "$logs/learner_env")" >"$logs/integrations_env"
 }
 background learner learner_and_integrations
 "$bin/frognano" setup --all-images
-"$bin/frognano" models setup
+from_prefetched "$bin/frognano" models setup
 wheel_dir="$(mktemp -d)"
 bash bindings-python/ci.sh --build-wheel "$wheel_dir"
 background_wait learner
 background_wait serving
 tail -1 "$logs/serving.log"
+rm -rf "$prefetched_wheels"
 learner_env="$(cat "$logs/learner_env")"
 integrations_env="$(tail -1 "$logs/integrations_env")"
 

@@ -8,7 +8,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 learner_env="${1:?usage: setup-env.sh LEARNER_ENV}"
 lock="$here/requirements.txt"
 key="$( (sha256sum "$lock" | cut -c1-16; echo "$learner_env") | sha256sum | cut -c1-12)"
-cache="${FROGNANO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/frognano}/integrations"
+cache="${FROGNANO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frognano}/integrations"
 env_dir="$cache/env-$key"
 if [ ! -f "$env_dir/.complete" ]; then
   mkdir -p "$cache"
