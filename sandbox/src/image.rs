@@ -133,30 +133,70 @@ impl ImageFiles {
     /// ... compiled in), by normalised name, with their versions: read from the zip's
     /// `*.dist-info/METADATA` entries. Empty for an image without a zip.
     pub fn carried_distributions(&self) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
+        self.carried_metadata()
+            .into_iter()
+            .map(|carried| (crate::layers::normalise(&carried.name), carried.version))
+            .collect()
+    }
+
+    /// The core metadata (`METADATA`) of each distribution the image carries, with the name and
+    /// version read from it. Empty for an image without a zip, or one that cannot be read.
+    pub fn carried_metadata(&self) -> Vec<CarriedDistribution> {
+        let mut out = Vec::new();
         let (Some(dir), Some((_, _, name))) = (&self.stdlib_dir, self.kind.spec().stdlib) else {
             return out;
         };
         let Ok(file) = std::fs::File::open(dir.join(name)) else {
             return out;
         };
-        let Ok(archive) = zip::ZipArchive::new(file) else {
+        let Ok(mut archive) = zip::ZipArchive::new(file) else {
             return out;
         };
-        for member in archive.file_names() {
-            let Some(info) = member
-                .strip_suffix("/METADATA")
-                .and_then(|m| m.strip_suffix(".dist-info"))
-                .filter(|m| !m.contains('/'))
-            else {
+        let members: Vec<String> = archive
+            .file_names()
+            .filter(|member| {
+                member
+                    .strip_suffix(".dist-info/METADATA")
+                    .is_some_and(|dir| !dir.contains('/'))
+            })
+            .map(str::to_string)
+            .collect();
+        for member in members {
+            let mut metadata = String::new();
+            let read = archive
+                .by_name(&member)
+                .map(|mut entry| std::io::Read::read_to_string(&mut entry, &mut metadata));
+            if !matches!(read, Ok(Ok(_))) {
                 continue;
+            }
+            let field = |key: &str| {
+                metadata
+                    .lines()
+                    .take_while(|line| !line.is_empty())
+                    .find_map(|line| line.strip_prefix(key))
+                    .map(|value| value.trim().to_string())
             };
-            if let Some((name, version)) = info.split_once('-') {
-                out.insert(crate::layers::normalise(name), version.to_string());
+            if let (Some(name), Some(version)) = (field("Name:"), field("Version:")) {
+                out.push(CarriedDistribution {
+                    name,
+                    version,
+                    metadata,
+                });
             }
         }
         out
     }
+}
+
+/// A distribution an image carries in its standard-library zip.
+#[derive(Debug, Clone)]
+pub struct CarriedDistribution {
+    /// Its name, as its metadata spells it.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Its `METADATA` file, whole (requirements included).
+    pub metadata: String,
 }
 
 /// Fetches, verifies and unpacks an image into the cache. Idempotent.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::assets::{self, PinnedWheel, Progress};
 use crate::error::{Result, SandboxError};
+use crate::image::ImageFiles;
 
 /// pytest and its pure-Python dependencies, pinned.
 pub const PYTEST_WHEELS: &[PinnedWheel] = &[
@@ -85,17 +86,34 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Builds (once) a layer with the given requirements as pure-Python wheels for `python_version`
-/// and returns its directory. Packages the pytest layer provides are left out.
+/// What a requirements layer is built for: the guest's Python version, and the folder of
+/// metadata-only wheels that stand for the distributions its image carries
+/// ([`prepare_carried_stubs`]), if any.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerTarget<'a> {
+    /// The guest's Python version (`3.15`).
+    pub python_version: &'a str,
+    /// The image's carried distributions as pip can resolve them (`--find-links`).
+    pub carried_stubs: Option<&'a Path>,
+}
+
+/// Builds (once) a layer with the given requirements as pure-Python wheels for the target's
+/// Python version and returns its directory. Packages the pytest layer provides, and those the
+/// image carries (which pip resolves to their stubs), are left out.
 pub fn prepare_requirements_layer(
     requirements: &[String],
-    python_version: &str,
+    target: LayerTarget<'_>,
     progress: Progress<'_>,
 ) -> Result<PathBuf> {
+    let python_version = target.python_version;
     let mut sorted: Vec<String> = requirements.iter().map(|r| r.trim().to_string()).collect();
     sorted.sort();
     sorted.dedup();
-    let key = format!("{python_version}\n{}", sorted.join("\n"));
+    let stubs = target
+        .carried_stubs
+        .map(|dir| dir.display().to_string())
+        .unwrap_or_default();
+    let key = format!("{python_version}\n{stubs}\n{}", sorted.join("\n"));
     let dir = layer_dir("deps", &key);
     if dir.join(".complete").is_file() {
         return Ok(dir);
@@ -117,6 +135,10 @@ pub fn prepare_requirements_layer(
         .tempdir_in(&staging_root)
         .map_err(SandboxError::io("create download directory"))?;
     let mut args = pure_wheel_args(python_version);
+    if let Some(stubs) = target.carried_stubs {
+        args.push("--find-links".into());
+        args.push(stubs.display().to_string());
+    }
     args.extend(sorted.iter().cloned());
     assets::pip_download(download.path(), &args).map_err(|err| SandboxError::Requirements {
         requirements: sorted.clone(),
@@ -132,7 +154,7 @@ pub fn prepare_requirements_layer(
             continue;
         };
         let dist = file.split('-').next().unwrap_or_default();
-        if file.ends_with(".whl") && !provided_by_pytest_layer(dist) {
+        if file.ends_with(".whl") && !provided_by_pytest_layer(dist) && !is_carried_stub(file) {
             wheels.push(path);
         }
     }
@@ -165,13 +187,14 @@ fn pure_wheel_args(python_version: &str) -> Vec<String> {
 /// it names none of them is each requirement tried on its own.
 pub fn prepare_requirements_layer_lenient(
     requirements: &[String],
-    python_version: &str,
+    target: LayerTarget<'_>,
     progress: Progress<'_>,
 ) -> Result<(PathBuf, Vec<(String, String)>)> {
+    let python_version = target.python_version;
     let mut usable: Vec<String> = requirements.to_vec();
     let mut left_out: Vec<(String, String)> = Vec::new();
     for _ in 0..=requirements.len() {
-        let err = match prepare_requirements_layer(&usable, python_version, progress) {
+        let err = match prepare_requirements_layer(&usable, target, progress) {
             Ok(dir) => return Ok((dir, left_out)),
             Err(err) => err,
         };
@@ -190,7 +213,7 @@ pub fn prepare_requirements_layer_lenient(
                 for requirement in usable {
                     match prepare_requirements_layer(
                         std::slice::from_ref(&requirement),
-                        python_version,
+                        target,
                         &|_| {},
                     ) {
                         Ok(_) => kept.push(requirement),
@@ -201,13 +224,114 @@ pub fn prepare_requirements_layer_lenient(
                     }
                 }
                 usable = kept;
-                let dir = prepare_requirements_layer(&usable, python_version, progress)?;
+                let dir = prepare_requirements_layer(&usable, target, progress)?;
                 return Ok((dir, left_out));
             }
         }
     }
-    let dir = prepare_requirements_layer(&usable, python_version, progress)?;
+    let dir = prepare_requirements_layer(&usable, target, progress)?;
     Ok((dir, left_out))
+}
+
+/// Whether the layer at `layer` holds the distribution `name` (its `.dist-info` folder).
+pub fn layer_provides(layer: &Path, name: &str) -> bool {
+    let wanted = normalise(name);
+    let Ok(entries) = fs::read_dir(layer) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        file.strip_suffix(".dist-info")
+            .and_then(|info| info.split('-').next())
+            .is_some_and(|dist| normalise(dist) == wanted)
+    })
+}
+
+/// The build tag of the stubs [`prepare_carried_stubs`] writes. A build tag also makes pip take
+/// a stub before the index's wheel of the same version.
+const CARRIED_STUB_BUILD_TAG: &str = "0frognanoimage";
+
+/// Whether a wheel's file name is one of the image's stubs (never unpacked into a layer).
+fn is_carried_stub(file: &str) -> bool {
+    file.contains(&format!("-{CARRIED_STUB_BUILD_TAG}-"))
+}
+
+/// Writes (once) a metadata-only wheel for each distribution `image` carries in its
+/// standard-library zip, and returns their folder (`None` when it carries none). pip resolves
+/// test requirements against it (`--find-links`): a requirement that depends on a compiled
+/// distribution the image carries (Flask on MarkupSafe) then resolves to the image's copy,
+/// where without it pip finds no pure-Python wheel and the requirement is left out. Each stub
+/// holds the image's own `METADATA`, so the carried distribution's requirements resolve too,
+/// and no code: the layer leaves stubs out, and the tests import the image's copy.
+pub fn prepare_carried_stubs(image: &ImageFiles) -> Result<Option<PathBuf>> {
+    let carried = image.carried_metadata();
+    if carried.is_empty() {
+        return Ok(None);
+    }
+    let mut key = format!("{CARRIED_STUB_BUILD_TAG}\n");
+    for distribution in &carried {
+        key.push_str(&distribution.metadata);
+    }
+    let dir = layer_dir("image-carried", &key);
+    if dir.join(".complete").is_file() {
+        return Ok(Some(dir));
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    assets::ensure_dir(parent)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".stubs-")
+        .tempdir_in(parent)
+        .map_err(SandboxError::io("create the stubs' directory"))?;
+    for distribution in &carried {
+        write_stub_wheel(staging.path(), distribution)?;
+    }
+    fs::write(staging.path().join(".complete"), b"")
+        .map_err(SandboxError::io("mark the stubs complete"))?;
+    assets::land_cache_dir(staging, &dir)?;
+    Ok(Some(dir))
+}
+
+/// One metadata-only wheel (`METADATA`, `WHEEL`, `RECORD`) named for `distribution`.
+fn write_stub_wheel(dir: &Path, distribution: &crate::image::CarriedDistribution) -> Result<()> {
+    // Wheel file names spell the name with underscores (PEP 427), and so does the .dist-info
+    // folder inside, which pip checks against the name.
+    let name = normalise(&distribution.name).replace('-', "_");
+    let version = &distribution.version;
+    let file = format!("{name}-{version}-{CARRIED_STUB_BUILD_TAG}-py3-none-any.whl");
+    let info = format!("{name}-{version}.dist-info");
+    let wheel = format!(
+        "Wheel-Version: 1.0\nGenerator: frognano (a stand-in for the interpreter image's \
+         copy)\nRoot-Is-Purelib: true\nBuild: {CARRIED_STUB_BUILD_TAG}\nTag: py3-none-any\n"
+    );
+    let entries = [
+        (format!("{info}/METADATA"), distribution.metadata.clone()),
+        (format!("{info}/WHEEL"), wheel),
+    ];
+    write_zip(&dir.join(&file), &entries, &format!("{info}/RECORD"))
+        .map_err(SandboxError::io(format!("write {file}")))
+}
+
+/// A zip of `entries` (member, text), then a RECORD member listing them all.
+fn write_zip(
+    path: &Path,
+    entries: &[(String, String)],
+    record_member: &str,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(fs::File::create(path)?);
+    let options = zip::write::SimpleFileOptions::default();
+    let mut record = String::new();
+    for (member, text) in entries {
+        zip.start_file(member.as_str(), options)?;
+        zip.write_all(text.as_bytes())?;
+        record.push_str(&format!("{member},,\n"));
+    }
+    record.push_str(&format!("{record_member},,\n"));
+    zip.start_file(record_member, options)?;
+    zip.write_all(record.as_bytes())?;
+    zip.finish()?;
+    Ok(())
 }
 
 /// The index of the requirement pip's error blames: the one it could not satisfy, or the one
@@ -341,6 +465,32 @@ mod tests {
         assert!(provided_by_pytest_layer("Pluggy"));
         assert!(!provided_by_pytest_layer("mock"));
         assert_eq!(normalise("Foo_Bar.baz"), "foo-bar-baz");
+    }
+
+    #[test]
+    fn a_stub_wheel_is_named_and_laid_out_as_pip_reads_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let distribution = crate::image::CarriedDistribution {
+            name: "MarkupSafe".into(),
+            version: "3.0.4".into(),
+            metadata: "Metadata-Version: 2.1\nName: MarkupSafe\nVersion: 3.0.4\n".into(),
+        };
+        write_stub_wheel(dir.path(), &distribution).expect("write");
+        let file = "markupsafe-3.0.4-0frognanoimage-py3-none-any.whl";
+        assert!(is_carried_stub(file));
+        assert!(!is_carried_stub("markupsafe-3.0.4-py3-none-any.whl"));
+        let archive = zip::ZipArchive::new(fs::File::open(dir.path().join(file)).expect("open"))
+            .expect("a zip");
+        let mut members: Vec<&str> = archive.file_names().collect();
+        members.sort();
+        assert_eq!(
+            members,
+            [
+                "markupsafe-3.0.4.dist-info/METADATA",
+                "markupsafe-3.0.4.dist-info/RECORD",
+                "markupsafe-3.0.4.dist-info/WHEEL"
+            ]
+        );
     }
 
     #[test]

@@ -561,3 +561,48 @@ fn a_requirement_the_image_carries_compiled_in_is_taken_from_the_image() {
         .expect("run");
     common::assert_passed(&report, 1);
 }
+
+#[test]
+fn a_requirement_that_depends_on_a_distribution_the_image_carries_resolves_to_that_copy() {
+    // Flask depends on MarkupSafe, which has no pure-Python wheel: without the image's copy
+    // standing in for it, pip cannot resolve Flask and the requirement is left out.
+    let test_app = format!(
+        "import flask\nimport markupsafe\n\n\n\
+         def test_a_page_escapes_its_input():\n    \
+         app = flask.Flask(__name__)\n\n    \
+         @app.route('/<name>')\n    \
+         def hello(name):\n        \
+         return flask.render_template_string('<b>{{{{ n }}}}</b>', n=name)\n\n    \
+         reply = app.test_client().get('/<i>')\n    \
+         assert reply.status_code == 200\n    \
+         assert reply.data == b'<b>&lt;i&gt;</b>'\n    \
+         assert not markupsafe.__file__.startswith('{}')\n",
+        frognano_sandbox::GUEST_DEPS
+    );
+    let repo = write_repo(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"webapp\"\nversion = \"0.1\"\n\n\
+             [project.optional-dependencies]\ntest = [\"pytest\", \"flask\"]\n",
+        ),
+        ("tests/test_app.py", test_app.as_str()),
+    ]);
+    let sandbox = common::sandbox();
+    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    let report = &prepared.requirements_report;
+    assert!(
+        report.left_out.iter().all(|l| l.requirement != "flask"),
+        "{report:#?}"
+    );
+    let layer = prepared.deps_layer.as_ref().expect("a layer with flask");
+    assert!(frognano_sandbox::layers::layer_provides(layer, "flask"));
+    assert!(frognano_sandbox::layers::layer_provides(layer, "werkzeug"));
+    assert!(
+        !frognano_sandbox::layers::layer_provides(layer, "markupsafe"),
+        "the stub never enters the layer"
+    );
+    let run = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    common::assert_passed(&run, 1);
+}

@@ -1,7 +1,7 @@
 //! Preparing a repository: its configuration, its requirements layer (with the resolution
 //! loop that adds what the suite turns out to import) and its bytecode cache.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -30,7 +30,7 @@ const RESOLUTION_ROUNDS: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-7";
+const RESOLUTION_VERSION: &str = "resolution-8";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -126,9 +126,13 @@ impl Sandbox {
             let deps_layer = if config.requirements.is_empty() {
                 None
             } else {
-                let version = self.image.kind.python_version();
+                let stubs = layers::prepare_carried_stubs(&self.image)?;
+                let target = layers::LayerTarget {
+                    python_version: self.image.kind.python_version(),
+                    carried_stubs: stubs.as_deref(),
+                };
                 let layer =
-                    layers::prepare_requirements_layer(&config.requirements, version, progress)?;
+                    layers::prepare_requirements_layer(&config.requirements, target, progress)?;
                 self.compile_layer_bytecode(LayerAccess::DepsWritable(&layer), progress)?;
                 Some(layer)
             };
@@ -198,22 +202,36 @@ impl Sandbox {
         if config.requirements.is_empty() {
             return Ok(None);
         }
-        let version = self.image.kind.python_version();
-        let (layer, left_out) =
-            layers::prepare_requirements_layer_lenient(&config.requirements, version, progress)?;
-        let carried = if left_out.is_empty() {
-            BTreeMap::new()
-        } else {
-            self.image.carried_distributions()
+        let stubs = layers::prepare_carried_stubs(&self.image)?;
+        let target = layers::LayerTarget {
+            python_version: self.image.kind.python_version(),
+            carried_stubs: stubs.as_deref(),
         };
-        for (requirement, mut reason) in left_out {
+        let (layer, left_out) =
+            layers::prepare_requirements_layer_lenient(&config.requirements, target, progress)?;
+        let carried = self.image.carried_distributions();
+        let from_the_image = |name: &str, version: &str| {
+            format!(
+                "taken from the interpreter image, which carries {name} {version} compiled in \
+                 with its standard library; the tests import that copy"
+            )
+        };
+        // Requirements pip resolved to the image's stubs: satisfied, and not in the layer.
+        let taken_from_image: Vec<(String, String)> = config
+            .requirements
+            .iter()
+            .filter_map(|requirement| {
+                let name = layers::normalise(&requirement_name(requirement));
+                let version = carried.get(&name)?;
+                (!layers::layer_provides(&layer, &name))
+                    .then(|| (requirement.clone(), from_the_image(&name, version)))
+            })
+            .collect();
+        for (requirement, mut reason) in left_out.into_iter().chain(taken_from_image) {
             let name = layers::normalise(&requirement_name(&requirement));
-            if let Some(carried) = carried.get(&name) {
-                // numpy, pandas, lxml, ...: the tests import the interpreter's own copy.
-                reason = format!(
-                    "the interpreter image carries {name} {carried} compiled in, and the tests \
-                     import that copy (no pure-Python wheel exists)"
-                );
+            if let Some(version) = carried.get(&name) {
+                // numpy, pandas, lxml, ...: no pure-Python wheel, but the image's own copy.
+                reason = from_the_image(&name, version);
             }
             progress(&format!("left out {requirement}: {reason}"));
             config.requirements.retain(|r| *r != requirement);
