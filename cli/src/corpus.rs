@@ -52,6 +52,16 @@ pub struct CompareArgs {
     /// Only these entries (ids, comma-separated) instead of a sample.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Every ready entry not compared yet, instead of a sample (resumable: each comparison is
+    /// kept in its entry's manifest as it ends).
+    #[arg(long, conflicts_with = "only")]
+    all: bool,
+    /// With --all: compare the entries compared before again too.
+    #[arg(long, requires = "all")]
+    again: bool,
+    /// Entries compared at once (default: one per core).
+    #[arg(short, long)]
+    jobs: Option<usize>,
     /// Host Python for the native runs (needs pytest).
     #[arg(long, default_value = "python3")]
     python: String,
@@ -727,28 +737,51 @@ fn export(args: &ExportArgs) -> anyhow::Result<ExitCode> {
 
 fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let corpus = Corpus::open(&args.corpus)?;
-    let ready: Vec<String> = corpus
+    let ready: Vec<Manifest> = corpus
         .manifests()?
         .into_iter()
         .filter(Manifest::is_ready)
-        .map(|m| m.id)
         .collect();
     let ids: Vec<String> = if !args.only.is_empty() {
         args.only.clone()
+    } else if args.all {
+        ready
+            .iter()
+            .filter(|m| args.again || m.native.is_none())
+            .map(|m| m.id.clone())
+            .collect()
     } else {
         if args.sample == 0 {
             bail!("--sample must be at least 1");
         }
         // Evenly spaced over the ready entries (the list is alphabetical, not by size).
         let n = args.sample.min(ready.len());
-        (0..n).map(|i| ready[i * ready.len() / n].clone()).collect()
+        (0..n)
+            .map(|i| ready[i * ready.len() / n].id.clone())
+            .collect()
     };
     if ids.is_empty() {
+        if args.all && !ready.is_empty() {
+            println!("every ready entry is compared already (--again compares them anew)");
+            return Ok(ExitCode::SUCCESS);
+        }
         bail!("no ready entries to compare: run `frognano corpus build` first");
     }
     let sandbox = Arc::new(open_sandbox(args.image.options()?, false)?);
     let bar = ProgressBar::new(ids.len() as u64);
     bar.set_style(bar_style("entries"));
+    let comparisons = frognano_corpus::compare_entries(
+        &corpus,
+        &sandbox,
+        &ids,
+        &args.python,
+        args.timeout,
+        args.jobs.unwrap_or(0),
+        &|c| {
+            bar.set_message(c.id.clone());
+            bar.inc(1);
+        },
+    );
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
     table.set_header(vec![
@@ -762,13 +795,10 @@ fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         "native s",
     ]);
     let (mut both, mut either, mut compared) = (0usize, 0usize, 0usize);
-    for id in &ids {
-        bar.set_message(id.clone());
-        let c = frognano_corpus::compare_native(&corpus, &sandbox, id, &args.python, args.timeout)?;
-        bar.inc(1);
+    for c in &comparisons {
         if let Some(err) = &c.error {
             table.add_row(vec![
-                id.clone(),
+                c.id.clone(),
                 c.sandbox_passed.to_string(),
                 "-".into(),
                 "-".into(),
@@ -788,7 +818,7 @@ fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             .map(|(r, n)| format!("{n} {r}"))
             .collect();
         table.add_row(vec![
-            id.clone(),
+            c.id.clone(),
             c.sandbox_passed.to_string(),
             c.native_passed.to_string(),
             c.both_passed.to_string(),

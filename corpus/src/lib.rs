@@ -35,7 +35,7 @@ pub use manifest::{
     ExcludedTest, Failure, FailureKind, MANIFEST_FORMAT, Manifest, NativeAgreement, Status,
     SynthesisSummary, TestCounts,
 };
-pub use native::{NativeComparison, compare_native};
+pub use native::{NativeComparison, compare_entries, compare_native};
 pub use spec::{Spec, normalise, parse_list};
 pub use summary::{SUMMARY_FILE, read_summary, summary_line, write_summary};
 pub use synth::{CorpusSynthOptions, CorpusTasks, SynthEvent, synthesize};

@@ -2,13 +2,14 @@
 //! requirement layer, arguments and plugin, compared test by test with the sandbox's run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use frognano_core::TestOutcome;
 use frognano_sandbox::{Sandbox, TestRequest};
 
 use crate::manifest::NativeAgreement;
+use crate::workers::{job_count, run_on_threads};
 use crate::{Corpus, CorpusError, Result};
 
 /// One entry's sandboxed and native runs side by side.
@@ -52,6 +53,52 @@ impl NativeComparison {
 }
 
 const SHOWN: usize = 10;
+
+/// Compares each of `ids` as [`compare_native`] does, `jobs` entries at once (0: the sandbox's
+/// worker count), and returns the comparisons in the order of `ids`. An entry that cannot be
+/// compared (its tree is gone, its preparation fails) gets its error in its comparison
+/// instead of stopping the others; `done` hears of each comparison as it ends.
+pub fn compare_entries(
+    corpus: &Corpus,
+    sandbox: &Arc<Sandbox>,
+    ids: &[String],
+    python: &str,
+    timeout_s: f64,
+    jobs: usize,
+    done: &(dyn Fn(&NativeComparison) + Sync),
+) -> Vec<NativeComparison> {
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<NativeComparison>>> = Mutex::new(vec![None; ids.len()]);
+    let worker =
+        || {
+            loop {
+                let index = {
+                    let mut next = next.lock().unwrap_or_else(|p| p.into_inner());
+                    let index = *next;
+                    *next += 1;
+                    index
+                };
+                let Some(id) = ids.get(index) else {
+                    return;
+                };
+                let comparison = compare_native(corpus, sandbox, id, python, timeout_s)
+                    .unwrap_or_else(|err| NativeComparison {
+                        id: id.clone(),
+                        error: Some(err.to_string()),
+                        ..NativeComparison::default()
+                    });
+                done(&comparison);
+                results.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(comparison);
+            }
+        };
+    run_on_threads(job_count(jobs, sandbox, ids.len()), worker);
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .flatten()
+        .collect()
+}
 
 /// Runs entry `id`'s suite in the sandbox and natively with `python` (which needs pytest) and
 /// compares the passing tests.

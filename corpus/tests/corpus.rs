@@ -244,9 +244,26 @@ fn a_corpus_builds_explains_failures_and_resumes() {
     assert!(card.contains("## Tasks per difficulty"), "{card}");
 
     // Native agreement, kept in the manifest: the module needing termios passes natively only.
-    let compared =
-        frognano_corpus::compare_native(&corpus, &sandbox, "shapes-1.0", "python3", 120.0)
-            .expect("compare");
+    // Entries are compared on worker threads, and one that cannot be compared (never built)
+    // reports its error without stopping the others.
+    let ids = ["not-built-1.0".to_string(), "shapes-1.0".to_string()];
+    let heard = std::sync::Mutex::new(Vec::new());
+    let comparisons =
+        frognano_corpus::compare_entries(&corpus, &sandbox, &ids, "python3", 120.0, 2, &|c| {
+            heard.lock().expect("lock").push(c.id.clone())
+        });
+    assert_eq!(heard.lock().expect("lock").len(), 2);
+    let [missing, compared] = comparisons.as_slice() else {
+        panic!("{comparisons:?}");
+    };
+    assert_eq!(missing.id, "not-built-1.0");
+    assert!(
+        missing
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("has not been built")),
+        "{missing:?}"
+    );
     assert_eq!(compared.error, None, "{compared:?}");
     assert_eq!(
         (

@@ -277,18 +277,12 @@ pub fn prepare_carried_stubs(image: &ImageFiles) -> Result<Option<PathBuf>> {
     if dir.join(".complete").is_file() {
         return Ok(Some(dir));
     }
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    assets::ensure_dir(parent)?;
-    let staging = tempfile::Builder::new()
-        .prefix(".stubs-")
-        .tempdir_in(parent)
-        .map_err(SandboxError::io("create the stubs' directory"))?;
-    for distribution in &carried {
-        write_stub_wheel(staging.path(), distribution)?;
-    }
-    fs::write(staging.path().join(".complete"), b"")
-        .map_err(SandboxError::io("mark the stubs complete"))?;
-    assets::land_cache_dir(staging, &dir)?;
+    fill_cache_dir(&dir, |staging| {
+        for distribution in &carried {
+            write_stub_wheel(staging, distribution)?;
+        }
+        Ok(())
+    })?;
     Ok(Some(dir))
 }
 
@@ -437,19 +431,29 @@ fn layer_dir(kind: &str, key: &str) -> PathBuf {
 
 /// Unpacks wheels (and extra files) into a fresh directory, then moves it into place.
 fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Result<()> {
+    fill_cache_dir(dir, |staging| {
+        for wheel in wheels {
+            assets::unpack_wheel(wheel, staging)?;
+        }
+        for (name, contents) in extra {
+            fs::write(staging.join(name), contents)
+                .map_err(SandboxError::io(format!("write {name}")))?;
+        }
+        Ok(())
+    })
+}
+
+/// Makes the cache directory `dir`: `fill` writes its files into a fresh staging directory
+/// beside it, which is marked complete and then moved into place, so that a directory found
+/// complete is whole even when several processes make it at once.
+fn fill_cache_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     assets::ensure_dir(parent)?;
     let staging = tempfile::Builder::new()
         .prefix(".layer-")
         .tempdir_in(parent)
         .map_err(SandboxError::io("create layer directory"))?;
-    for wheel in wheels {
-        assets::unpack_wheel(wheel, staging.path())?;
-    }
-    for (name, contents) in extra {
-        fs::write(staging.path().join(name), contents)
-            .map_err(SandboxError::io(format!("write {name}")))?;
-    }
+    fill(staging.path())?;
     fs::write(staging.path().join(".complete"), b"")
         .map_err(SandboxError::io("mark layer complete"))?;
     Ok(assets::land_cache_dir(staging, dir)?)
