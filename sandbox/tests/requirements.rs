@@ -606,3 +606,63 @@ fn a_requirement_that_depends_on_a_distribution_the_image_carries_resolves_to_th
         .expect("run");
     common::assert_passed(&run, 1);
 }
+
+#[test]
+fn a_suite_that_imports_distutils_gets_setuptools_copy_of_it() {
+    // distutils left the standard library in 3.12; setuptools provides it through a .pth file
+    // that an install runs at start-up, and so does the sandbox for its layer.
+    let repo = write_repo(&[(
+        "tests/test_legacy.py",
+        "import distutils.errors\n\n\n\
+         def test_the_shim_provides_distutils():\n    \
+         assert issubclass(distutils.errors.DistutilsError, Exception)\n    \
+         assert 'setuptools' in distutils.__file__\n",
+    )]);
+    let sandbox = common::sandbox();
+    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    let report = &prepared.requirements_report;
+    assert!(
+        report
+            .added
+            .iter()
+            .any(|a| a.distribution == "setuptools" && a.module.starts_with("distutils")),
+        "{report:#?}"
+    );
+    let run = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    common::assert_passed(&run, 1);
+}
+
+#[test]
+fn a_distribution_whose_metadata_the_suite_reads_is_added() {
+    // Every import resolves, but the conftest reads a dependency's version: only a collection
+    // pass shows that the distribution is missing (PackageNotFoundError).
+    let repo = write_repo(&[
+        (
+            "tests/conftest.py",
+            "import importlib.metadata\n\n\
+             DOTENV = importlib.metadata.version('python-dotenv')\n",
+        ),
+        (
+            "tests/test_version.py",
+            "from conftest import DOTENV\n\n\n\
+             def test_a_version_is_read():\n    assert DOTENV.split('.')[0].isdigit()\n",
+        ),
+    ]);
+    let sandbox = common::sandbox();
+    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    let report = &prepared.requirements_report;
+    assert!(
+        report
+            .added
+            .iter()
+            .any(|a| a.distribution == "python-dotenv"
+                && a.reason == "tests/conftest.py asks for the metadata of python-dotenv"),
+        "{report:#?}"
+    );
+    let run = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    common::assert_passed(&run, 1);
+}

@@ -480,6 +480,14 @@ def installed_layout(site_packages):
     purelib, platlib = (list(site_packages) + list(site_packages))[:2]
     scheme["purelib"], scheme["platlib"] = purelib, platlib
     scheme["platstdlib"] = os.path.dirname(os.__file__)
+    # An install runs the .pth files of its site-packages at start-up (setuptools' distutils
+    # shim, old-style namespace packages, path additions): so does a run, for the layers on
+    # its path.
+    import site
+
+    for directory in site_packages:
+        if directory in sys.path and os.path.isdir(directory):
+            site.addsitedir(directory)
 
 
 def configure(path, coverage_root=None, shard=None, started=None):

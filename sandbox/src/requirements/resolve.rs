@@ -10,6 +10,9 @@ use frognano_core::{TestOutcome, TestReport};
 
 use crate::assets::{self, PinnedWheel, Progress};
 
+/// The standard library's `distutils`, which setuptools provides since CPython dropped it.
+const DISTUTILS: &str = "distutils";
+
 /// Import name -> distribution, for names that differ (or that have no pure-Python wheel:
 /// `pure == false`).
 pub const ALIASES: &[(&str, &str, bool)] = &[
@@ -40,6 +43,9 @@ pub const ALIASES: &[(&str, &str, bool)] = &[
     ("pptx", "python-pptx", true),
     // setuptools 81 dropped pkg_resources.
     ("pkg_resources", "setuptools<81", true),
+    // Removed from the standard library in 3.12: setuptools' shim (a .pth file the run
+    // executes, as an install does) imports its own copy under that name.
+    (DISTUTILS, "setuptools", true),
     ("setuptools", "setuptools", true),
     ("typing_extensions", "typing-extensions", true),
     ("six", "six", true),
@@ -115,6 +121,10 @@ pub fn is_stdlib(module: &str) -> bool {
 /// CPython itself: its own test package, or a standard-library module the WebAssembly
 /// interpreter lacks.
 pub fn unavailable_module(top: &str) -> Option<String> {
+    if top == DISTUTILS {
+        // Gone from the standard library since 3.12; setuptools provides it (see ALIASES).
+        return None;
+    }
     if top == "test" {
         return Some(
             "test is CPython's own test package (test.support and its helpers), which the \
@@ -149,6 +159,19 @@ impl MissingModule {
 /// Every `No module named 'x'` of a collection run: in collection error records, and in
 /// conftest import failures (which pytest writes to its output).
 pub fn missing_modules(report: &TestReport) -> Vec<MissingModule> {
+    missing_in(report, modules_in)
+}
+
+/// Every distribution whose metadata a collection run asked for and did not find
+/// (`importlib.metadata.PackageNotFoundError`: a conftest or test module that reads a
+/// dependency's version), with who asked; in [`MissingModule::module`], the distribution.
+pub fn missing_distributions(report: &TestReport) -> Vec<MissingModule> {
+    missing_in(report, distributions_in)
+}
+
+/// The names `extract` finds in a collection run's error records and conftest failures, each
+/// with the first file that failed for it.
+fn missing_in(report: &TestReport, extract: fn(&str) -> Vec<String>) -> Vec<MissingModule> {
     let mut out = BTreeSet::new();
     for record in &report.tests {
         if record.outcome != TestOutcome::Error {
@@ -161,7 +184,7 @@ pub fn missing_modules(report: &TestReport) -> Vec<MissingModule> {
             .unwrap_or(&record.id)
             .to_string();
         if let Some(message) = &record.message {
-            for module in modules_in(message) {
+            for module in extract(message) {
                 out.insert(MissingModule {
                     module,
                     importer: importer.clone(),
@@ -185,7 +208,7 @@ pub fn missing_modules(report: &TestReport) -> Vec<MissingModule> {
             let Some(importer) = &importer else {
                 continue;
             };
-            for module in modules_in(line) {
+            for module in extract(line) {
                 out.insert(MissingModule {
                     module,
                     importer: importer.clone(),
@@ -200,14 +223,27 @@ pub fn missing_modules(report: &TestReport) -> Vec<MissingModule> {
         .collect()
 }
 
+/// The distribution names of `No package metadata was found for x` in `text`.
+fn distributions_in(text: &str) -> Vec<String> {
+    names_after(text, "No package metadata was found for ", true)
+}
+
 /// The module names of `No module named 'x'` / `No module named x` in `text`.
 fn modules_in(text: &str) -> Vec<String> {
+    names_after(text, "No module named ", false)
+}
+
+/// The dotted names (quoted or not; with dashes where `dashes`, as distribution names have)
+/// that follow each `marker` in `text`.
+fn names_after(text: &str, marker: &str, dashes: bool) -> Vec<String> {
     let mut out = Vec::new();
-    for piece in text.split("No module named ").skip(1) {
+    for piece in text.split(marker).skip(1) {
         let piece = piece.trim_start_matches(['\'', '"']);
         let name: String = piece
             .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+            .take_while(|c| {
+                c.is_ascii_alphanumeric() || *c == '_' || *c == '.' || (dashes && *c == '-')
+            })
             .collect();
         let name = name.trim_end_matches('.').to_string();
         if !name.is_empty() && !out.contains(&name) {
@@ -483,8 +519,9 @@ pub fn imports_resolve_statically(
         let top = module.split('.').next().unwrap_or(module);
         top.is_empty()
             || own.contains(top)
-            || is_stdlib(top)
+            || (is_stdlib(top) && top != DISTUTILS)
             || provided.contains(top)
+            || (top == DISTUTILS && provided.contains("_distutils_hack"))
             || PYTEST_LAYER_MODULES.contains(&top)
     };
     let mut has_default_tests = false;
@@ -494,12 +531,27 @@ pub fn imports_resolve_statically(
             return false;
         };
         for line in text.lines() {
-            if line_imports(line).iter().any(|m| !known(m)) {
+            if line_imports(line).iter().any(|m| !known(m)) || asks_for_metadata(line) {
                 return false;
             }
         }
     }
     has_default_tests
+}
+
+/// Whether a source line reads a distribution's metadata (`importlib.metadata.version(...)`,
+/// `pkg_resources.get_distribution(...)`): the distribution may be missing though every
+/// import resolves, which only a collection pass shows.
+fn asks_for_metadata(line: &str) -> bool {
+    [
+        "version(",
+        "distribution(",
+        "get_distribution(",
+        "metadata(",
+    ]
+    .iter()
+    .any(|call| line.contains(call))
+        && (line.contains('"') || line.contains('\''))
 }
 
 /// The repository's test files (pytest's default patterns) and conftests, each with whether it
@@ -616,6 +668,10 @@ pub fn wheel_provides(wheel: &Path, module: &str) -> bool {
     };
     let names: Vec<String> = zip.file_names().map(str::to_string).collect();
     let top = module.split('.').next().unwrap_or(module);
+    if top == DISTUTILS && names.iter().any(|n| n.starts_with("_distutils_hack/")) {
+        // setuptools' shim: its .pth file puts setuptools' copy in place of `distutils`.
+        return true;
+    }
     let path_prefix = format!("{}/", module.replace('.', "/"));
     let file_module = format!("{}.py", module.replace('.', "/"));
     if names
@@ -742,6 +798,19 @@ mod tests {
         assert_eq!(
             modules_in("ImportError: No module named foo.bar"),
             vec!["foo.bar"]
+        );
+        report.stderr = format!(
+            "ImportError while loading conftest '{}/test/conftest.py'.\n\
+             E   importlib.metadata.PackageNotFoundError: No package metadata was found for \
+             ansible-core\n",
+            crate::GUEST_WORK
+        );
+        assert_eq!(
+            missing_distributions(&report),
+            vec![MissingModule {
+                module: "ansible-core".into(),
+                importer: "test/conftest.py".into()
+            }]
         );
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use frognano_core::{Limits, RunOutcome};
+use frognano_core::{Limits, RunOutcome, TestReport};
 use serde::{Deserialize, Serialize};
 
 use super::guest::LayerAccess;
@@ -375,6 +375,8 @@ impl Sandbox {
                     }
                 }
             }
+            added_now |=
+                self.add_missing_distributions(&run, config, report, &mut attempted, progress)?;
             if !added_now {
                 break;
             }
@@ -403,6 +405,62 @@ impl Sandbox {
             }
         }
         Ok(true)
+    }
+
+    /// Adds each distribution whose metadata the collection pass asked for and did not find
+    /// (a conftest that reads a dependency's version) where it has a pure-Python wheel; true
+    /// when one was added. Each is tried once (`attempted`).
+    fn add_missing_distributions(
+        &self,
+        run: &TestReport,
+        config: &mut RepoConfig,
+        report: &mut RequirementsReport,
+        attempted: &mut BTreeSet<String>,
+        progress: Progress<'_>,
+    ) -> Result<bool> {
+        let version = self.image.kind.python_version();
+        let mut added = false;
+        for missing in resolve::missing_distributions(run) {
+            let name = layers::normalise(&missing.module);
+            let is_own = config
+                .distribution
+                .as_ref()
+                .is_some_and(|(own, _)| layers::normalise(own) == name);
+            let present = config
+                .requirements
+                .iter()
+                .any(|r| layers::normalise(&requirement_name(r)) == name);
+            if is_own || present || !attempted.insert(format!("metadata of {name}")) {
+                continue;
+            }
+            let why = format!(
+                "{} asks for the metadata of {}",
+                missing.importer, missing.module
+            );
+            let download = tempfile::Builder::new()
+                .prefix("frognano-resolve-")
+                .tempdir()
+                .map_err(SandboxError::io("create download directory"))?;
+            if layers::download_pure_wheel(&missing.module, version, download.path())?.is_some() {
+                progress(&format!("added {} ({why})", missing.module));
+                config.requirements.push(missing.module.clone());
+                report.added.push(AddedRequirement {
+                    distribution: missing.module.clone(),
+                    module: missing.module.clone(),
+                    reason: why,
+                });
+                added = true;
+            } else {
+                report.unresolved.push(UnresolvedModule {
+                    module: missing.module.clone(),
+                    reason: format!(
+                        "{} has no pure-Python wheel for Python {version} ({why})",
+                        missing.module
+                    ),
+                });
+            }
+        }
+        Ok(added)
     }
 
     /// The first candidate distribution with a pure-Python wheel that provides `module`, or
