@@ -139,6 +139,36 @@ impl ImageFiles {
             .collect()
     }
 
+    /// The top-level modules and packages of the image's standard-library zip (the standard
+    /// library's and those of the distributions it carries). Empty for an image without a zip.
+    pub fn top_level_modules(&self) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let (Some(dir), Some((_, _, name))) = (&self.stdlib_dir, self.kind.spec().stdlib) else {
+            return out;
+        };
+        let Ok(file) = std::fs::File::open(dir.join(name)) else {
+            return out;
+        };
+        let Ok(archive) = zip::ZipArchive::new(file) else {
+            return out;
+        };
+        for member in archive.file_names() {
+            let (top, nested) = match member.split_once('/') {
+                Some((top, _)) => (top, true),
+                None => (member, false),
+            };
+            let module = if nested {
+                Some(top)
+            } else {
+                top.strip_suffix(".py").or_else(|| top.strip_suffix(".pyc"))
+            };
+            if let Some(module) = module.filter(|m| !m.contains('.') && !m.contains('-')) {
+                out.insert(module.to_string());
+            }
+        }
+        out
+    }
+
     /// The core metadata (`METADATA`) of each distribution the image carries, with the name and
     /// version read from it. Empty for an image without a zip, or one that cannot be read.
     pub fn carried_metadata(&self) -> Vec<CarriedDistribution> {

@@ -666,3 +666,35 @@ fn a_distribution_whose_metadata_the_suite_reads_is_added() {
         .expect("run");
     common::assert_passed(&run, 1);
 }
+
+#[test]
+fn a_module_imported_inside_a_test_function_is_added() {
+    // Collection imports only the module's top level: an import inside a test fails when the
+    // test runs, so only the scan of the sources finds it. numpy is the image's own copy.
+    let repo = write_repo(&[(
+        "tests/test_late.py",
+        "import datetime\n\n\n\
+         def test_frozen():\n    \
+         import freezegun\n    \
+         import numpy\n\n    \
+         with freezegun.freeze_time('2020-01-02'):\n        \
+         assert datetime.date.today().year == 2020 == int(numpy.int64(2020))\n",
+    )]);
+    let sandbox = common::sandbox();
+    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    let report = &prepared.requirements_report;
+    let added: Vec<(&str, &str)> = report
+        .added
+        .iter()
+        .map(|a| (a.distribution.as_str(), a.reason.as_str()))
+        .collect();
+    assert_eq!(
+        added,
+        vec![("freezegun", "tests/test_late.py imports freezegun")],
+        "{report:#?}"
+    );
+    let run = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    common::assert_passed(&run, 1);
+}

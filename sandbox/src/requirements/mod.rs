@@ -13,6 +13,7 @@ pub mod collection;
 pub mod ini;
 pub mod markers;
 pub mod resolve;
+mod scan;
 
 mod files;
 mod plugins;

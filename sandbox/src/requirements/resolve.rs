@@ -10,8 +10,10 @@ use frognano_core::{TestOutcome, TestReport};
 
 use crate::assets::{self, PinnedWheel, Progress};
 
+pub use super::scan::{imports_resolve_statically, layer_modules_imported, unplaced_imports};
+
 /// The standard library's `distutils`, which setuptools provides since CPython dropped it.
-const DISTUTILS: &str = "distutils";
+pub(crate) const DISTUTILS: &str = "distutils";
 
 /// Import name -> distribution, for names that differ (or that have no pure-Python wheel:
 /// `pure == false`).
@@ -485,141 +487,6 @@ fn declares_namespace(init: &Path) -> bool {
     })
 }
 
-/// Modules the pytest layer provides (pytest and its dependencies).
-const PYTEST_LAYER_MODULES: &[&str] = &[
-    "pytest",
-    "_pytest",
-    "pluggy",
-    "iniconfig",
-    "packaging",
-    "pygments",
-    "py",
-];
-
-/// True when a collection pass could find nothing to fix: the repository has test files that
-/// pytest's default patterns collect, and every top-level module its test files and conftests
-/// import (as a line-by-line scan reads them) is the repository's own, the standard library's,
-/// the pytest layer's or a top-level entry of the requirements layer `layer`. Anything the scan
-/// cannot place makes it false (the pass then runs), so it can only skip a pass, never a fix.
-pub fn imports_resolve_statically(
-    root: &Path,
-    own: &BTreeSet<String>,
-    layer: Option<&Path>,
-) -> bool {
-    let mut provided: BTreeSet<String> = BTreeSet::new();
-    if let Some(layer) = layer
-        && let Ok(entries) = fs::read_dir(layer)
-    {
-        for entry in entries.filter_map(|e| e.ok()) {
-            let name = entry.file_name().to_string_lossy().to_string();
-            provided.insert(name.strip_suffix(".py").unwrap_or(&name).to_string());
-        }
-    }
-    let known = |module: &str| {
-        let top = module.split('.').next().unwrap_or(module);
-        top.is_empty()
-            || own.contains(top)
-            || (is_stdlib(top) && top != DISTUTILS)
-            || provided.contains(top)
-            || (top == DISTUTILS && provided.contains("_distutils_hack"))
-            || PYTEST_LAYER_MODULES.contains(&top)
-    };
-    let mut has_default_tests = false;
-    for (path, is_test) in test_sources(root) {
-        has_default_tests |= is_test;
-        let Ok(text) = fs::read_to_string(&path) else {
-            return false;
-        };
-        for line in text.lines() {
-            if line_imports(line).iter().any(|m| !known(m)) || asks_for_metadata(line) {
-                return false;
-            }
-        }
-    }
-    has_default_tests
-}
-
-/// Whether a source line reads a distribution's metadata (`importlib.metadata.version(...)`,
-/// `pkg_resources.get_distribution(...)`): the distribution may be missing though every
-/// import resolves, which only a collection pass shows.
-fn asks_for_metadata(line: &str) -> bool {
-    [
-        "version(",
-        "distribution(",
-        "get_distribution(",
-        "metadata(",
-    ]
-    .iter()
-    .any(|call| line.contains(call))
-        && (line.contains('"') || line.contains('\''))
-}
-
-/// The repository's test files (pytest's default patterns) and conftests, each with whether it
-/// is a test file.
-fn test_sources(root: &Path) -> Vec<(std::path::PathBuf, bool)> {
-    crate::workspace::walk_repo(root)
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|entry| {
-            let stem = entry.file_name().to_str()?.strip_suffix(".py")?.to_string();
-            let is_test = stem.starts_with("test_") || stem.ends_with("_test");
-            (is_test || stem == "conftest").then(|| (entry.path().to_path_buf(), is_test))
-        })
-        .collect()
-}
-
-/// The absolute modules one source line imports (`import a, b.c` or `from a.b import c`), as
-/// a line-by-line scan reads them; none for other lines and relative imports.
-fn line_imports(line: &str) -> Vec<&str> {
-    let line = line.trim();
-    let modules: Vec<&str> = if let Some(rest) = line.strip_prefix("import ") {
-        rest.split(',')
-            .map(|part| part.split_whitespace().next().unwrap_or(""))
-            .collect()
-    } else if let Some(rest) = line.strip_prefix("from ") {
-        let module = rest.split_whitespace().next().unwrap_or("");
-        if module.starts_with('.') {
-            return Vec::new();
-        }
-        vec![module]
-    } else {
-        return Vec::new();
-    };
-    modules
-        .into_iter()
-        .map(|m| m.trim_end_matches(['(', ')', ';', '\\']))
-        .filter(|m| !m.is_empty())
-        .collect()
-}
-
-/// The top-level modules of requirements layer `layer` that the repository's test files and
-/// conftests import (a line-by-line scan), sorted: what a snapshot of the layer imports.
-pub fn layer_modules_imported(root: &Path, layer: &Path) -> Vec<String> {
-    let mut provided: BTreeSet<String> = BTreeSet::new();
-    if let Ok(entries) = fs::read_dir(layer) {
-        for entry in entries.filter_map(|e| e.ok()) {
-            let name = entry.file_name().to_string_lossy().to_string();
-            if name.ends_with(".dist-info") || name.starts_with("__") {
-                continue;
-            }
-            provided.insert(name.strip_suffix(".py").unwrap_or(&name).to_string());
-        }
-    }
-    let mut imported: BTreeSet<String> = BTreeSet::new();
-    for (path, _) in test_sources(root) {
-        let Ok(text) = fs::read_to_string(&path) else {
-            continue;
-        };
-        for module in text.lines().flat_map(line_imports) {
-            let top = module.split('.').next().unwrap_or(module);
-            if provided.contains(top) {
-                imported.insert(top.to_string());
-            }
-        }
-    }
-    imported.into_iter().collect()
-}
-
 /// The shallowest directory of the repository (relative, never the root itself nor one of
 /// `roots`) that holds the top-level package `module` (`DIR/module/__init__.py`) or module
 /// (`DIR/module.py`): where a `lib/`- or `python/`-style layout keeps its code.
@@ -733,38 +600,6 @@ mod tests {
             None
         );
         assert_eq!(import_root_for(dir.path(), "absent", &roots), None);
-    }
-
-    #[test]
-    fn a_pass_is_skipped_only_when_every_import_is_placed() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let write = |rel: &str, text: &str| {
-            let path = dir.path().join(rel);
-            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            fs::write(path, text).expect("write");
-        };
-        write("mypkg/__init__.py", "");
-        write(
-            "tests/test_a.py",
-            "import os, sys as system\nfrom mypkg import core\nfrom . import helpers\nimport pytest\n",
-        );
-        let own = own_modules(dir.path());
-        assert!(imports_resolve_statically(dir.path(), &own, None));
-        write("tests/conftest.py", "import freezegun\n");
-        assert!(!imports_resolve_statically(dir.path(), &own, None));
-        let layer = tempfile::tempdir().expect("layer");
-        fs::create_dir(layer.path().join("freezegun")).expect("mkdir");
-        assert!(imports_resolve_statically(
-            dir.path(),
-            &own,
-            Some(layer.path())
-        ));
-        let no_tests = tree(&["pkg/tests.py"]);
-        assert!(!imports_resolve_statically(
-            no_tests.path(),
-            &BTreeSet::new(),
-            None
-        ));
     }
 
     #[test]

@@ -30,7 +30,7 @@ const RESOLUTION_ROUNDS: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-9";
+const RESOLUTION_VERSION: &str = "resolution-10";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -378,6 +378,16 @@ impl Sandbox {
             added_now |=
                 self.add_missing_distributions(&run, config, report, &mut attempted, progress)?;
             if !added_now {
+                added_now = self.add_unplaced_imports(
+                    config,
+                    deps_layer.as_deref(),
+                    &own,
+                    report,
+                    &mut attempted,
+                    progress,
+                )?;
+            }
+            if !added_now {
                 break;
             }
             config.requirements.sort();
@@ -405,6 +415,46 @@ impl Sandbox {
             }
         }
         Ok(true)
+    }
+
+    /// Imports inside functions fail only when a test runs, so collection never shows them
+    /// missing: the scan of the test sources does ([`resolve::unplaced_imports`]). Each such
+    /// module is tried once, quietly (it may be an optional import the tests guard), and added
+    /// where a pure-Python wheel provides it; true when one was added.
+    fn add_unplaced_imports(
+        &self,
+        config: &mut RepoConfig,
+        layer: Option<&Path>,
+        own: &BTreeSet<String>,
+        report: &mut RequirementsReport,
+        attempted: &mut BTreeSet<String>,
+        progress: Progress<'_>,
+    ) -> Result<bool> {
+        let image = self.image.top_level_modules();
+        let version = self.image.kind.python_version();
+        let mut added = false;
+        for missing in resolve::unplaced_imports(&config.root, own, layer, &image) {
+            let top = missing.top_level().to_string();
+            if !attempted.insert(top.clone()) {
+                continue;
+            }
+            let names = resolve::import_names(progress)?;
+            let Plan::Try(candidates) = resolve::plan(&missing, own, names) else {
+                continue;
+            };
+            if let Ok(distribution) = self.find_distribution(&candidates, &top, config, version)? {
+                let why = format!("{} imports {}", missing.importer, missing.module);
+                progress(&format!("added {distribution} ({why})"));
+                config.requirements.push(distribution.clone());
+                report.added.push(AddedRequirement {
+                    distribution,
+                    module: missing.module.clone(),
+                    reason: why,
+                });
+                added = true;
+            }
+        }
+        Ok(added)
     }
 
     /// Adds each distribution whose metadata the collection pass asked for and did not find
