@@ -23,6 +23,7 @@
 //! requirements files. Development tools, the project itself and requirements whose markers
 //! exclude the sandbox's interpreter are left out, each with a reason.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -335,6 +336,18 @@ fn is_tooling(name: &str) -> bool {
             .any(|prefix| name.starts_with(prefix))
 }
 
+/// Whether a detection source lists the project's run-time dependencies (rather than test or
+/// development extras).
+fn is_runtime_source(source: &str) -> bool {
+    [
+        "[project] dependencies",
+        "install_requires",
+        "[tool.poetry.dependencies]",
+    ]
+    .iter()
+    .any(|suffix| source.ends_with(suffix))
+}
+
 /// The requirements to fetch from what detection found, and those left out with a reason:
 /// development tools, the project itself, what the pytest layer provides, `skip-requirements`,
 /// and requirements whose markers exclude the sandbox's interpreter. One requirement per
@@ -356,6 +369,14 @@ fn select_requirements(
             });
         }
     };
+    // A tool the project's own code imports at run time (hatch-vcs depends on hatchling) is
+    // a dependency, not tooling: the tests import it through the project.
+    let runtime: BTreeSet<String> = detection
+        .found
+        .iter()
+        .filter(|found| is_runtime_source(&found.source))
+        .map(|found| layers::normalise(&requirement_name(&found.requirement)))
+        .collect();
     for found in &detection.found {
         let requirement = found.requirement.as_str();
         let name = layers::normalise(&requirement_name(requirement));
@@ -371,7 +392,7 @@ fn select_requirements(
             leave(requirement, "provided by the sandbox's pytest layer");
         } else if skip.contains(&name) {
             leave(requirement, "listed in [test] skip-requirements");
-        } else if is_tooling(&name) {
+        } else if is_tooling(&name) && !runtime.contains(&name) {
             leave(
                 requirement,
                 "a development tool that test runs do not need (or that needs processes)",

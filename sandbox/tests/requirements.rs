@@ -88,6 +88,25 @@ fn setup_cfg_extras_require() {
 }
 
 #[test]
+fn a_tool_the_project_depends_on_at_run_time_is_a_requirement() {
+    // hatch-vcs imports hatchling (a build backend, tooling when a project only builds with
+    // it): as a run-time dependency it is kept; tox, a test extra, is still left out.
+    let repo = write_repo(&[(
+        "pyproject.toml",
+        "[project]\nname = \"plugin\"\nversion = \"1\"\ndependencies = [\"hatchling>=1.1\"]\n\n\
+         [project.optional-dependencies]\ntest = [\"hatchling\", \"tox\", \"freezegun\"]\n",
+    )]);
+    let config = RepoConfig::load(repo.path()).expect("load");
+    assert_eq!(
+        config.requirements,
+        vec!["freezegun", "hatchling>=1.1"],
+        "{:#?}",
+        config.left_out
+    );
+    assert_left_out(&config, "tox", "development tool");
+}
+
+#[test]
 fn setup_py_literals_names_and_extras() {
     let (_dir, config) = detect("marshmallow");
     assert_detected(&config, "packaging>=17.0", "setup.py install_requires");
