@@ -48,6 +48,9 @@ pub const PLUGIN_MODULE: &str = "_frognano_pytest_plugin";
 /// A stand-in for CPython's `_ssl` extension, which WASI builds lack: the standard library's
 /// `ssl` then imports and makes contexts, and only TLS itself fails (labelled "ssl").
 const SSL_STAND_IN_SOURCE: &str = include_str!("guest/ssl_stand_in.py");
+/// Stand-ins the plugin applies for what WASI lacks (an event loop without a socket pair, the
+/// default executor inline, a single user), imported by the plugin from beside it.
+const PLATFORM_SHIMS_SOURCE: &str = include_str!("guest/platform_shims.py");
 
 /// Distribution names the pytest layer already provides (normalised).
 pub fn provided_by_pytest_layer(name: &str) -> bool {
@@ -69,6 +72,7 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
     }
     key.push_str(PLUGIN_SOURCE);
     key.push_str(SSL_STAND_IN_SOURCE);
+    key.push_str(PLATFORM_SHIMS_SOURCE);
     let dir = layer_dir("pytest", &key);
     if dir.join(".complete").is_file() {
         return Ok(dir);
@@ -81,6 +85,10 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
         &[
             (format!("{PLUGIN_MODULE}.py"), PLUGIN_SOURCE),
             ("_ssl.py".to_string(), SSL_STAND_IN_SOURCE),
+            (
+                "_frognano_platform_shims.py".to_string(),
+                PLATFORM_SHIMS_SOURCE,
+            ),
         ],
     )?;
     Ok(dir)

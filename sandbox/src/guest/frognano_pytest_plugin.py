@@ -190,153 +190,14 @@ def pytest_addhooks(pluginmanager):
                 pluginmanager.register(_AbsentPlugin(module), name=name)
 
 
-def _asyncio_without_a_socket_pair():
-    """Lets asyncio's event loop start where sockets cannot be paired (WASI).
-
-    A selector event loop opens a socket pair (its "self-pipe") when it is made, only to be
-    woken from other threads (`call_soon_threadsafe`) and signal handlers, neither of which
-    WASI has; without the pair, `asyncio.run` failed before the first coroutine ran. Here a
-    loop made where the pair cannot be opened has none (`_write_to_self` already does nothing
-    without one), so coroutines, tasks, timers, queues and `IsolatedAsyncioTestCase` run; what
-    still needs threads, subprocesses or sockets fails as such."""
-    import socket
-
-    try:
-        ends = socket.socketpair()
-    except OSError:
-        pass
-    else:
-        for end in ends:
-            end.close()
-        return
-    from asyncio import selector_events
-
-    loop_class = selector_events.BaseSelectorEventLoop
-    if getattr(loop_class, "_frognano_without_self_pipe", False):
-        return
-    close_self_pipe = loop_class._close_self_pipe
-
-    def make_no_self_pipe(self):
-        self._ssock = None
-        self._csock = None
-
-    def close_any_self_pipe(self):
-        if getattr(self, "_ssock", None) is not None:
-            close_self_pipe(self)
-
-    loop_class._make_self_pipe = make_no_self_pipe
-    loop_class._close_self_pipe = close_any_self_pipe
-    loop_class._frognano_without_self_pipe = True
-
-
-def _threads_start():
-    import _thread
-
-    try:
-        _thread.start_new_thread(lambda: None, ())
-    except (RuntimeError, AttributeError, OSError):
-        return False
-    return True
-
-
-def _default_executor_calls_inline():
-    """Runs what an event loop hands its default executor (`run_in_executor(None, ...)`,
-    `asyncio.to_thread`) at once, where threads cannot start (WASI).
-
-    Async libraries use the default executor for blocking calls, file operations above all
-    (aiofiles), and every such call failed for want of a thread. With one thread the call can
-    only run where it is handed over: its result or exception is ready before the caller
-    awaits it. An explicit executor is left alone (it fails as before, labelled threads)."""
-    from asyncio import base_events
-
-    loop_class = base_events.BaseEventLoop
-    if getattr(loop_class, "_frognano_inline_executor", False):
-        return
-    run_in_executor = loop_class.run_in_executor
-
-    def run_inline(self, executor, func, *args):
-        if executor is not None:
-            return run_in_executor(self, executor, func, *args)
-        self._check_closed()
-        future = self.create_future()
-        try:
-            result = func(*args)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
-        return future
-
-    loop_class.run_in_executor = run_inline
-    loop_class._frognano_inline_executor = True
-
-
+# WASI stand-ins that change how the standard library behaves here (an event loop without a
+# socket pair, blocking calls of the default executor run inline, a single user): in their own
+# module, which the pytest layer ships beside this one. A native run (for comparison) loads
+# this plugin alone and needs none of them.
 try:
-    _asyncio_without_a_socket_pair()
-    if not _threads_start():
-        _default_executor_calls_inline()
-except Exception as exc:  # another CPython's asyncio internals: asyncio stays as it was
-    sys.stderr.write("frognano: asyncio left unchanged (%s: %s)\n" % (type(exc).__name__, exc))
-
-
-def _a_single_user():
-    """Gives the process a user, as a container image has one: WASI has no users, so
-    `os.getuid` and its kin are missing and `pwd` and `grp` do not import, and suites that only
-    ask who runs them (cache paths, `getpwuid(getuid())`) stopped there. Here the process runs
-    as one user, uid and gid 1000, named by `USER` (what `getpass.getuser()` reads), at home in
-    `HOME`; asking for any other user fails as it would for an unknown one."""
-    import collections
-    import types
-
-    if hasattr(os, "getuid"):
-        return
-    uid = gid = 1000
-    for name in ("getuid", "geteuid"):
-        setattr(os, name, lambda: uid)
-    for name in ("getgid", "getegid"):
-        setattr(os, name, lambda: gid)
-    os.getgroups = lambda: [gid]
-
-    def user_name():
-        return os.environ.get("USER") or "frognano"
-
-    passwd = collections.namedtuple(
-        "struct_passwd", "pw_name pw_passwd pw_uid pw_gid pw_gecos pw_dir pw_shell")
-    group = collections.namedtuple("struct_group", "gr_name gr_passwd gr_gid gr_mem")
-
-    def the_user():
-        return passwd(user_name(), "x", uid, gid, user_name(), os.environ.get("HOME", "/"),
-                      "/bin/sh")
-
-    def the_group():
-        return group(user_name(), "x", gid, [user_name()])
-
-    def lookup(make, field, value, what):
-        entry = make()
-        if getattr(entry, field) == value:
-            return entry
-        raise KeyError("%s not found: %r" % (what, value))
-
-    pwd = types.ModuleType("pwd", "FrogNano's single-user stand-in for the password database.")
-    pwd.struct_passwd = passwd
-    pwd.getpwuid = lambda n: lookup(the_user, "pw_uid", n, "getpwuid(): uid")
-    pwd.getpwnam = lambda n: lookup(the_user, "pw_name", n, "getpwnam(): name")
-    pwd.getpwall = lambda: [the_user()]
-    grp = types.ModuleType("grp", "FrogNano's single-user stand-in for the group database.")
-    grp.struct_group = group
-    grp.getgrgid = lambda n: lookup(the_group, "gr_gid", n, "getgrgid(): gid")
-    grp.getgrnam = lambda n: lookup(the_group, "gr_name", n, "getgrnam(): name")
-    grp.getgrall = lambda: [the_group()]
-    sys.modules.setdefault("pwd", pwd)
-    sys.modules.setdefault("grp", grp)
-
-
-try:
-    _a_single_user()
-except Exception as exc:
-    sys.stderr.write("frognano: no user identity (%s: %s)\n" % (type(exc).__name__, exc))
+    import _frognano_platform_shims  # noqa: F401
+except ImportError:
+    pass
 
 
 def _fd_capture_works():
@@ -707,7 +568,7 @@ _MODULE_LABELS = {
 
 # Standard-library code that reaches a missing feature, outermost first: the first of these a
 # failing call went through names the feature (multiprocessing.Pool fails on a missing
-# os.pipe). asyncio itself runs (see `_asyncio_without_a_socket_pair`); what its calls reach
+# os.pipe). asyncio itself runs (see `_frognano_platform_shims`); what its calls reach
 # (threads, subprocesses, sockets) names their failures.
 _STDLIB_LABELS = (
     ("multiprocessing/", "multiprocessing"),
