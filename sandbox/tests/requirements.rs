@@ -37,6 +37,28 @@ fn assert_left_out(config: &RepoConfig, requirement: &str, reason_words: &str) {
     );
 }
 
+/// Prepares `repo` in the shared sandbox (detection and the resolution loop), runs its clean
+/// suite, asserts that its `passed` tests pass, and returns the preparation.
+fn prepared_and_passing(repo: &std::path::Path, passed: usize) -> frognano_sandbox::PreparedRepo {
+    let sandbox = common::sandbox();
+    let prepared = sandbox.prepare_repo(repo, &|_| {}).expect("prepare");
+    let run = sandbox
+        .run_tests_prepared(&prepared, &TestRequest::default())
+        .expect("run");
+    common::assert_passed(&run, passed);
+    prepared
+}
+
+/// What the resolution loop added: (distribution, why).
+fn added_by_the_loop(prepared: &frognano_sandbox::PreparedRepo) -> Vec<(&str, &str)> {
+    prepared
+        .requirements_report
+        .added
+        .iter()
+        .map(|a| (a.distribution.as_str(), a.reason.as_str()))
+        .collect()
+}
+
 #[test]
 fn tox_ini_deps_and_the_requirements_files_they_include() {
     let (_dir, config) = detect("python-dateutil");
@@ -606,8 +628,7 @@ fn a_requirement_that_depends_on_a_distribution_the_image_carries_resolves_to_th
         ),
         ("tests/test_app.py", test_app.as_str()),
     ]);
-    let sandbox = common::sandbox();
-    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
+    let prepared = prepared_and_passing(repo.path(), 1);
     let report = &prepared.requirements_report;
     assert!(
         report.left_out.iter().all(|l| l.requirement != "flask"),
@@ -620,10 +641,6 @@ fn a_requirement_that_depends_on_a_distribution_the_image_carries_resolves_to_th
         !frognano_sandbox::layers::layer_provides(layer, "markupsafe"),
         "the stub never enters the layer"
     );
-    let run = sandbox
-        .run_tests_prepared(&prepared, &TestRequest::default())
-        .expect("run");
-    common::assert_passed(&run, 1);
 }
 
 #[test]
@@ -637,20 +654,11 @@ fn a_suite_that_imports_distutils_gets_setuptools_copy_of_it() {
          assert issubclass(distutils.errors.DistutilsError, Exception)\n    \
          assert 'setuptools' in distutils.__file__\n",
     )]);
-    let sandbox = common::sandbox();
-    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
-    let report = &prepared.requirements_report;
-    assert!(
-        report
-            .added
-            .iter()
-            .any(|a| a.distribution == "setuptools" && a.module.starts_with("distutils")),
-        "{report:#?}"
+    let prepared = prepared_and_passing(repo.path(), 1);
+    assert_eq!(
+        added_by_the_loop(&prepared),
+        vec![("setuptools", "tests/test_legacy.py imports distutils")]
     );
-    let run = sandbox
-        .run_tests_prepared(&prepared, &TestRequest::default())
-        .expect("run");
-    common::assert_passed(&run, 1);
 }
 
 #[test]
@@ -669,21 +677,14 @@ fn a_distribution_whose_metadata_the_suite_reads_is_added() {
              def test_a_version_is_read():\n    assert DOTENV.split('.')[0].isdigit()\n",
         ),
     ]);
-    let sandbox = common::sandbox();
-    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
-    let report = &prepared.requirements_report;
-    assert!(
-        report
-            .added
-            .iter()
-            .any(|a| a.distribution == "python-dotenv"
-                && a.reason == "tests/conftest.py asks for the metadata of python-dotenv"),
-        "{report:#?}"
+    let prepared = prepared_and_passing(repo.path(), 1);
+    assert_eq!(
+        added_by_the_loop(&prepared),
+        vec![(
+            "python-dotenv",
+            "tests/conftest.py asks for the metadata of python-dotenv"
+        )]
     );
-    let run = sandbox
-        .run_tests_prepared(&prepared, &TestRequest::default())
-        .expect("run");
-    common::assert_passed(&run, 1);
 }
 
 #[test]
@@ -699,21 +700,9 @@ fn a_module_imported_inside_a_test_function_is_added() {
          with freezegun.freeze_time('2020-01-02'):\n        \
          assert datetime.date.today().year == 2020 == int(numpy.int64(2020))\n",
     )]);
-    let sandbox = common::sandbox();
-    let prepared = sandbox.prepare_repo(repo.path(), &|_| {}).expect("prepare");
-    let report = &prepared.requirements_report;
-    let added: Vec<(&str, &str)> = report
-        .added
-        .iter()
-        .map(|a| (a.distribution.as_str(), a.reason.as_str()))
-        .collect();
+    let prepared = prepared_and_passing(repo.path(), 1);
     assert_eq!(
-        added,
-        vec![("freezegun", "tests/test_late.py imports freezegun")],
-        "{report:#?}"
+        added_by_the_loop(&prepared),
+        vec![("freezegun", "tests/test_late.py imports freezegun")]
     );
-    let run = sandbox
-        .run_tests_prepared(&prepared, &TestRequest::default())
-        .expect("run");
-    common::assert_passed(&run, 1);
 }

@@ -356,14 +356,7 @@ impl Sandbox {
                 };
                 match reason {
                     Ok(distribution) => {
-                        let why = format!("{} imports {}", missing.importer, missing.module);
-                        progress(&format!("added {distribution} ({why})"));
-                        config.requirements.push(distribution.clone());
-                        report.added.push(AddedRequirement {
-                            distribution,
-                            module: missing.module.clone(),
-                            reason: why,
-                        });
+                        add_requirement(config, report, distribution, &missing, progress);
                         added_now = true;
                     }
                     Err(reason) => {
@@ -443,14 +436,7 @@ impl Sandbox {
                 continue;
             };
             if let Ok(distribution) = self.find_distribution(&candidates, &top, config, version)? {
-                let why = format!("{} imports {}", missing.importer, missing.module);
-                progress(&format!("added {distribution} ({why})"));
-                config.requirements.push(distribution.clone());
-                report.added.push(AddedRequirement {
-                    distribution,
-                    module: missing.module.clone(),
-                    reason: why,
-                });
+                add_requirement(config, report, distribution, &missing, progress);
                 added = true;
             }
         }
@@ -650,4 +636,22 @@ fn write_cache(path: &Path, resolved: &Resolved) -> Result<()> {
     tmp.persist(path)
         .map_err(|e| SandboxError::io("store requirements cache")(e.error))?;
     Ok(())
+}
+
+/// Adds `distribution` to the requirements for the module `missing` names, and reports it.
+fn add_requirement(
+    config: &mut RepoConfig,
+    report: &mut RequirementsReport,
+    distribution: String,
+    missing: &resolve::MissingModule,
+    progress: Progress<'_>,
+) {
+    let why = format!("{} imports {}", missing.importer, missing.module);
+    progress(&format!("added {distribution} ({why})"));
+    config.requirements.push(distribution.clone());
+    report.added.push(AddedRequirement {
+        distribution,
+        module: missing.module.clone(),
+        reason: why,
+    });
 }
