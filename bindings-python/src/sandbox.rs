@@ -80,7 +80,7 @@ macro_rules! report_methods {
 report_methods! {
     copied: passed: usize, failed: usize, errors: usize, skipped: usize, xfailed: usize,
         xpassed: usize, duration_s: f64, exit_code: Option<i32>;
-    cloned: detail: Option<String>, stdout: String, stderr: String;
+    cloned: detail: Option<String>, interrupted: Option<String>, stdout: String, stderr: String;
 
     /// passed, failed, timeout, memory_exceeded, output_exceeded, crashed or no_tests.
     #[getter]

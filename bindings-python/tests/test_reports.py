@@ -55,6 +55,7 @@ def test_limits_are_report_values_not_exceptions(sandbox, make_repo):
     assert report.outcome == "timeout"
     assert [t.id for t in report.tests] == ["test_spin.py::test_first"]
     assert "limit" in report.detail
+    assert report.interrupted == "test_spin.py::test_spin"
 
 
 def test_memory_and_output_caps(sandbox, make_repo):

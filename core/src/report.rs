@@ -135,6 +135,10 @@ pub struct TestReport {
     /// A human-readable explanation for limit and crash outcomes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The test that was running when the run stopped early (a crash, or a limit reached in
+    /// the middle of a test): the one to deselect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
     /// The guest's standard output (capped).
     #[serde(default)]
     pub stdout: String,
@@ -247,6 +251,7 @@ impl TestReport {
             tests,
             exit_code: None,
             detail: None,
+            interrupted: None,
             stdout: String::new(),
             coverage: None,
             stderr: String::new(),

@@ -448,27 +448,102 @@ impl Corpus {
         // As grading runs: a test module that cannot import here (it needs a feature or a
         // compiled distribution WebAssembly lacks) errors alone, labelled with the cause, and
         // is excluded; it does not stop the collection of every other module.
-        let request = TestRequest {
+        let mut request = TestRequest {
             limits: Some(limits),
             cancel: options.cancel.clone(),
             pytest_args: clean_suite_args(),
             ..TestRequest::default()
         };
-        let report = match sandbox.run_tests_prepared(&prepared, &request) {
-            Ok(report) => report,
-            Err(SandboxError::Cancelled) => return Ok(None),
-            Err(err) => return finish(manifest, Some(prepare_failure(&err))),
+        // A test that crashes the interpreter or reaches a limit stops the whole suite: it is
+        // deselected and the suite runs again (a few times at most, a timeout once), and the
+        // entry's frognano.toml keeps the deselection for every later run of the entry.
+        let can_configure = !repo.join(CONFIG_FILE).exists();
+        let mut deselected: Vec<ExcludedTest> = Vec::new();
+        let mut first: Option<TestReport> = None;
+        let report = loop {
+            let report = match sandbox.run_tests_prepared(&prepared, &request) {
+                Ok(report) => report,
+                Err(SandboxError::Cancelled) => return Ok(None),
+                Err(err) => return finish(manifest, Some(prepare_failure(&err))),
+            };
+            if is_cancelled(options.cancel.as_ref()) {
+                return Ok(None);
+            }
+            let timed_out_before = deselected.iter().any(|d| d.reason.contains("time limit"));
+            let retry = can_configure
+                && deselected.len() < MAX_DESELECTED
+                && !(report.outcome == RunOutcome::Timeout && timed_out_before);
+            match (retry, stopping_test(&report)) {
+                (true, Some(excluded)) => {
+                    step(&format!(
+                        "deselecting {} ({}) and running the suite again",
+                        excluded.id, excluded.reason
+                    ));
+                    request
+                        .pytest_args
+                        .push(format!("--deselect={}", excluded.id));
+                    deselected.push(excluded);
+                    first.get_or_insert(report);
+                }
+                _ => break report,
+            }
         };
-        if is_cancelled(options.cancel.as_ref()) {
-            return Ok(None);
+        let mut failure = suite_failure(&report, &prepared, &repo);
+        let report = match first {
+            // Deselecting did not make the entry ready: it fails for what stopped it first.
+            Some(first) if failure.is_some() => {
+                failure = suite_failure(&first, &prepared, &repo);
+                deselected.clear();
+                first
+            }
+            _ => report,
+        };
+        if !deselected.is_empty() {
+            write_deselection(&repo, &deselected)?;
         }
         manifest.suite_seconds = Some(report.duration_s);
         manifest.tests = counts(&report);
         manifest.excluded = excluded(&report);
+        manifest.excluded.extend(deselected);
         manifest.excluded_by_reason = by_reason(&manifest.excluded);
-        let failure = suite_failure(&report, &prepared, &repo);
         finish(manifest, failure)
     }
+}
+
+/// Tests deselected at most from one entry's clean suite because they stopped it.
+const MAX_DESELECTED: usize = 3;
+
+/// The entry configuration file the build writes only where the sdist has none.
+const CONFIG_FILE: &str = "frognano.toml";
+
+/// The test that stopped `report`'s run early, with why, if a test did.
+fn stopping_test(report: &TestReport) -> Option<ExcludedTest> {
+    let why = match report.outcome {
+        RunOutcome::Crashed => "deselected: it crashed the interpreter",
+        RunOutcome::Timeout => "deselected: the suite reached its time limit in it",
+        RunOutcome::MemoryExceeded => "deselected: it reached the memory cap",
+        RunOutcome::OutputExceeded => "deselected: it reached the output cap",
+        _ => return None,
+    };
+    Some(ExcludedTest {
+        id: report.interrupted.clone()?,
+        reason: why.to_string(),
+    })
+}
+
+/// Writes the entry's `frognano.toml` with `[test] deselect` (detection still finds its
+/// requirements), so that environments and synthesis on the entry leave those tests out too.
+fn write_deselection(repo: &Path, deselected: &[ExcludedTest]) -> Result<()> {
+    let ids: Vec<String> = deselected
+        .iter()
+        .map(|d| serde_json::Value::String(d.id.clone()).to_string())
+        .collect();
+    let text = format!(
+        "# Written by `frognano corpus build`: these tests stopped the clean suite.\n\
+         [test]\ndeselect = [{}]\n",
+        ids.join(", ")
+    );
+    fs::write(repo.join(CONFIG_FILE), text).map_err(CorpusError::io(format!("write {CONFIG_FILE}")))
 }
 
 /// The pytest arguments of an entry's clean suite, in the sandbox and natively: as grading,

@@ -172,8 +172,27 @@ fn a_corpus_builds_explains_failures_and_resumes() {
     assert_eq!(reason("broken-1.0").kind, FailureKind::MalformedSdist);
     let no_tests_id = Spec::Directory(no_tests.path().to_path_buf()).id();
     assert_eq!(reason(&no_tests_id).kind, FailureKind::NoTests);
-    let hang = reason(&Spec::Directory(hangs.path().to_path_buf()).id());
-    assert_eq!(hang.kind, FailureKind::Timeout, "{hang:?}");
+    // The test that hangs is deselected (in the entry's frognano.toml, never in the input
+    // directory) and the rest of its suite runs; a suite with nothing else fails for its cause.
+    let hang_id = Spec::Directory(hangs.path().to_path_buf()).id();
+    let hang = by_id(&hang_id);
+    assert_eq!(hang.status, Status::Ready, "{hang:#?}");
+    assert_eq!(hang.tests.passed, 1);
+    assert!(
+        hang.excluded
+            .iter()
+            .any(|t| t.id == "test_hang.py::test_forever"
+                && t.reason == "deselected: the suite reached its time limit in it"),
+        "{:#?}",
+        hang.excluded
+    );
+    let written = std::fs::read_to_string(corpus.repo_dir(&hang_id).join("frognano.toml"))
+        .expect("the entry's configuration");
+    assert!(
+        written.contains("\"test_hang.py::test_forever\""),
+        "{written}"
+    );
+    assert!(!hangs.path().join("frognano.toml").exists());
     let flood = reason(&Spec::Directory(floods.path().to_path_buf()).id());
     assert_eq!(flood.kind, FailureKind::Output, "{flood:?}");
     let pin = reason("semver-3.1.2");
@@ -190,9 +209,9 @@ fn a_corpus_builds_explains_failures_and_resumes() {
         }
     }
     let groups = frognano_corpus::failures_by_kind(&manifests);
-    assert_eq!(groups.values().map(Vec::len).sum::<usize>(), 5);
+    assert_eq!(groups.values().map(Vec::len).sum::<usize>(), 4);
     let ready = corpus.ready_repos().expect("ready");
-    assert_eq!(ready.len(), 3);
+    assert_eq!(ready.len(), 4);
     assert_eq!(
         frognano_corpus::expand_repos(std::slice::from_ref(&corpus_dir)).expect("expand"),
         ready

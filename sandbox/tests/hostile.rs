@@ -166,6 +166,10 @@ fn infinite_loop_times_out_and_keeps_finished_tests() {
         report.test("test_loop.py::test_first").map(|t| t.outcome),
         Some(frognano_core::TestOutcome::Passed)
     );
+    assert_eq!(
+        report.interrupted.as_deref(),
+        Some("test_loop.py::test_spin")
+    );
     assert_healthy();
 }
 
@@ -244,6 +248,10 @@ fn exiting_the_interpreter_is_a_crash_with_partial_results() {
     );
     assert_eq!(report.outcome, RunOutcome::Crashed, "{report:?}");
     assert_eq!(report.passed, 1);
+    assert_eq!(
+        report.interrupted.as_deref(),
+        Some("test_exit.py::test_exit")
+    );
     assert_healthy();
 }
 

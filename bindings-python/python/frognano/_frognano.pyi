@@ -80,6 +80,9 @@ class TestReport:
     @property
     def detail(self) -> Optional[str]: ...
     @property
+    def interrupted(self) -> Optional[str]:
+        """The test running when the run stopped early (a crash or a limit), if any."""
+    @property
     def stdout(self) -> str: ...
     @property
     def stderr(self) -> str: ...

@@ -468,6 +468,11 @@ def _fail(state, outcome, report):
     state["platform"] = state["phases"].get(report.when)
 
 
+def pytest_runtest_logstart(nodeid, location):
+    # Written before the test runs: a run that dies inside it (a crash, a limit) still names it.
+    _write({"started": nodeid})
+
+
 def pytest_runtest_logreport(report):
     state = _state(report.nodeid)
     state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)

@@ -4,7 +4,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use frognano_core::{RunProfile, TestReport};
+use frognano_core::{RunOutcome, RunProfile, TestReport};
 
 use super::guest::{GUEST_ENVIRONMENT, Mounts, Program};
 use super::report::{build_report, read_results};
@@ -230,6 +230,12 @@ impl Sandbox {
         }
         let mut report = build_report(results.records, results.exit_code, run);
         report.coverage = results.coverage;
+        if !matches!(
+            report.outcome,
+            RunOutcome::Passed | RunOutcome::Failed | RunOutcome::NoTests
+        ) {
+            report.interrupted = results.interrupted;
+        }
         profile.attribute_rest_to_host(started.elapsed().as_secs_f64());
         report.profile = Some(profile);
         Ok(ShardRun {

@@ -23,6 +23,9 @@ pub(super) struct RunResults {
     pub(super) coverage: Option<Coverage>,
     /// The guest's clock at the session's milestones, if the session finished.
     pub(super) marks: Option<GuestMarks>,
+    /// The last test that started and wrote no record: where the run stopped, if it stopped
+    /// inside a test.
+    pub(super) interrupted: Option<String>,
 }
 
 /// Reads the plugin's JSONL results; a partial last line (a run cut short) is ignored.
@@ -40,7 +43,9 @@ pub(super) fn read_results(tmp: &Path) -> Result<RunResults> {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        if let Some(code) = value.get("exit_code").and_then(|c| c.as_i64()) {
+        if let Some(id) = value.get("started").and_then(|s| s.as_str()) {
+            results.interrupted = Some(id.to_string());
+        } else if let Some(code) = value.get("exit_code").and_then(|c| c.as_i64()) {
             results.exit_code = i32::try_from(code).ok();
         } else if let Some(marks) = value.get("profile") {
             results.marks = serde_json::from_value(marks.clone()).ok();
@@ -67,6 +72,9 @@ pub(super) fn read_results(tmp: &Path) -> Result<RunResults> {
                 .and_then(|p| p.as_u64())
                 .and_then(|p| usize::try_from(p).ok());
             if let Ok(record) = serde_json::from_value::<TestRecord>(value) {
+                if results.interrupted.as_deref() == Some(record.id.as_str()) {
+                    results.interrupted = None;
+                }
                 results.records.push(record);
                 results.positions.push(position);
             }
@@ -325,10 +333,12 @@ mod tests {
     fn results_are_read_and_a_cut_off_last_line_is_ignored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let lines = [
+            r#"{"started": "t.py::a"}"#,
             r#"{"id": "t.py::a", "outcome": "passed", "duration_s": 0.1}"#,
             r#"{"coverage": null, "files": {"m.py": [1, 2]}}"#,
             r#"{"coverage": "t.py::a", "files": {"m.py": [3]}}"#,
             r#"{"exit_code": 1}"#,
+            r#"{"started": "t.py::b"}"#,
             r#"{"id": "t.py::b", "outc"#,
         ];
         std::fs::write(dir.path().join(RESULTS_FILE), lines.join("\n")).expect("write");
@@ -336,6 +346,8 @@ mod tests {
         assert_eq!(results.records.len(), 1);
         assert_eq!(results.records[0].id, "t.py::a");
         assert_eq!(results.exit_code, Some(1));
+        // b started and never finished: the run stopped inside it.
+        assert_eq!(results.interrupted.as_deref(), Some("t.py::b"));
         let coverage = results.coverage.expect("coverage");
         assert_eq!(coverage.shared["m.py"], vec![1, 2]);
         assert_eq!(coverage.tests["t.py::a"]["m.py"], vec![3]);

@@ -158,6 +158,7 @@ pub(super) fn merge(runs: Vec<ShardRun>) -> TestReport {
         })
         .map(|r| r.report.detail.clone());
     let detail = runs.iter().find_map(|r| r.report.detail.clone());
+    let interrupted = runs.iter().find_map(|r| r.report.interrupted.clone());
     // The profile of the shard that took longest (the one the run waited for).
     let profile = runs
         .iter()
@@ -219,6 +220,7 @@ pub(super) fn merge(runs: Vec<ShardRun>) -> TestReport {
     if let Some((outcome, limit_detail)) = limited {
         report.outcome = outcome;
         report.detail = limit_detail;
+        report.interrupted = interrupted;
     } else if let Some(why) = failed_without_tests {
         report.outcome = RunOutcome::Failed;
         report.detail = why;
