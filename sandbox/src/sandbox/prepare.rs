@@ -30,7 +30,7 @@ const RESOLUTION_ROUNDS: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-10";
+const RESOLUTION_VERSION: &str = "resolution-11";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
