@@ -70,7 +70,7 @@ pub fn unplaced_imports(
             .unwrap_or(&path)
             .to_string_lossy()
             .to_string();
-        for line in text.lines() {
+        for line in code_lines(&text) {
             for module in line_imports(line) {
                 let top = module.split('.').next().unwrap_or(module);
                 if !known(module) && seen.insert(top.to_string()) {
@@ -83,6 +83,21 @@ pub fn unplaced_imports(
         }
     }
     out
+}
+
+/// The lines of a Python source outside triple-quoted strings (as a line scan can tell them:
+/// a line that opens or closes one is left out too), so that code samples in a test's strings
+/// (isort's tests hold hundreds) are not read as imports.
+fn code_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut in_string = false;
+    text.lines().filter(move |line| {
+        let quotes = line.matches("\"\"\"").count() + line.matches("'''").count();
+        let was_in_string = in_string;
+        if quotes % 2 == 1 {
+            in_string = !in_string;
+        }
+        !was_in_string && quotes == 0
+    })
 }
 
 /// Whether a module's top level is the repository's own, the standard library's, the pytest
@@ -225,6 +240,17 @@ mod tests {
         );
         let image: BTreeSet<String> = ["freezegun".to_string()].into();
         assert!(unplaced_imports(dir.path(), &own, None, &image).is_empty());
+        // Code samples in strings are not imports.
+        write(
+            "tests/test_samples.py",
+            "SAMPLE = \"\"\"\nimport not_a_dependency\n\"\"\"\n\n\ndef test_x():\n    import late\n",
+        );
+        let found: Vec<String> = unplaced_imports(dir.path(), &own, None, &image)
+            .into_iter()
+            .map(|m| m.module)
+            .collect();
+        assert_eq!(found, vec!["late"]);
+        fs::remove_file(dir.path().join("tests/test_samples.py")).expect("remove");
         let layer = tempfile::tempdir().expect("layer");
         fs::create_dir(layer.path().join("freezegun")).expect("mkdir");
         assert!(imports_resolve_statically(

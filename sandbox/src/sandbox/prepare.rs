@@ -27,10 +27,13 @@ const COMPILE_BYTECODE: &str = include_str!("../guest/compile_bytecode.py");
 
 /// Collection passes of the resolution loop, at most (each may add several distributions).
 const RESOLUTION_ROUNDS: usize = 8;
+/// Modules found only by the scan of the test sources (imports inside functions) that the
+/// resolution loop tries to provide, at most, per repository.
+const UNPLACED_IMPORTS_TRIED: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-11";
+const RESOLUTION_VERSION: &str = "resolution-12";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -426,7 +429,11 @@ impl Sandbox {
         let image = self.image.top_level_modules();
         let version = self.image.kind.python_version();
         let mut added = false;
-        for missing in resolve::unplaced_imports(&config.root, own, layer, &image) {
+        // Each is a download: a bounded number per repository.
+        for missing in resolve::unplaced_imports(&config.root, own, layer, &image)
+            .into_iter()
+            .take(UNPLACED_IMPORTS_TRIED)
+        {
             let top = missing.top_level().to_string();
             if !attempted.insert(top.clone()) {
                 continue;
