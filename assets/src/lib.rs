@@ -82,6 +82,47 @@ pub fn host_python() -> String {
 /// resolver can backtrack for a very long time over requirements with no pure-Python solution.
 const PIP_TIMEOUT_S: u64 = 180;
 
+/// Kills `child` and every process it started. A launcher shim (pyenv's `python3`, for one)
+/// runs the real interpreter as its own child: killing the shim alone would leave pip's
+/// resolver running, reparented, for as long as it backtracks.
+fn kill_process_tree(child: &mut std::process::Child) {
+    for pid in descendants(child.id()) {
+        if let Ok(pid) = libc::pid_t::try_from(pid) {
+            // SAFETY: kill(2) only sends a signal; the pids are processes this one started
+            // (read from /proc just now), and a pid that has exited meanwhile is an error.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Every descendant of process `pid`, from Linux's `/proc/PID/task/TID/children` (none where
+/// the kernel does not provide it).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut pending = vec![pid];
+    while let Some(parent) = pending.pop() {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                if !out.contains(&child) {
+                    out.push(child);
+                    pending.push(child);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Runs `pip download` with the given arguments into `dest`, within a time limit.
 pub fn pip_download(dest: &Path, args: &[String]) -> Result<()> {
     fs::create_dir_all(dest).map_err(AssetError::io(format!("create {}", dest.display())))?;
@@ -114,8 +155,7 @@ pub fn pip_download(dest: &Path, args: &[String]) -> Result<()> {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
             Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill_process_tree(&mut child);
                 return Err(AssetError::Fetch {
                     name: args.join(" "),
                     message: format!(
@@ -382,6 +422,37 @@ pub fn unpack_wheel(wheel: &Path, dest: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timed_out_command_is_killed_with_what_it_started() {
+        // A shell that starts a grandchild, as a launcher shim starts the real interpreter.
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 600 & wait"])
+            .spawn()
+            .expect("spawn sh");
+        let mut grandchildren = Vec::new();
+        for _ in 0..100 {
+            grandchildren = descendants(child.id());
+            if !grandchildren.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!grandchildren.is_empty(), "sleep never started");
+        kill_process_tree(&mut child);
+        let gone = |pid: &u32| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|stat| stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')))
+                .unwrap_or(true)
+        };
+        for _ in 0..100 {
+            if grandchildren.iter().all(gone) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("still running: {grandchildren:?}");
+    }
 
     #[test]
     fn a_failed_pip_run_is_summarised_by_its_specific_error() {
