@@ -256,6 +256,35 @@ fn exiting_the_interpreter_is_a_crash_with_partial_results() {
 }
 
 #[test]
+fn a_crash_after_every_test_finished_keeps_their_verdicts() {
+    // The process ends after pytest's run loop (here in a hook; in the wild, a finalizer or
+    // interpreter shutdown): no verdict depends on it, so the run is graded by its tests.
+    let repo = common::make_repo(&[
+        (
+            "test_ok.py",
+            "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n",
+        ),
+        (
+            "conftest.py",
+            "import os\n\n\ndef pytest_unconfigure(config):\n    os._exit(3)\n",
+        ),
+    ]);
+    let report = common::sandbox()
+        .run_tests(repo.path(), &request(60.0, 512, 1 << 20))
+        .expect("run");
+    assert_eq!(report.outcome, RunOutcome::Passed, "{report:?}");
+    assert_eq!(report.passed, 2);
+    assert!(
+        report
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.starts_with("every test finished; the interpreter then crashed")),
+        "{report:?}"
+    );
+    assert_healthy();
+}
+
+#[test]
 fn invalid_limits_and_missing_repos_are_errors() {
     let repo = common::make_repo(&[("test_ok.py", "def test_ok():\n    pass\n")]);
     let err = common::sandbox()

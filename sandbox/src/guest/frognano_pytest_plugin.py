@@ -545,6 +545,10 @@ def pytest_runtestloop(session):
     _marks["loop_start"] = _clock()
     yield
     _marks["loop_end"] = _clock()
+    # Every test has its verdict: a crash after this point (a finalizer, interpreter shutdown)
+    # changes none of them.
+    if _out is not None:
+        _write({"tests_finished": True})
 
 
 # Platform gaps: which feature WebAssembly (WASI) lacks, told from a failure's exception.

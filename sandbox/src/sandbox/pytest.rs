@@ -230,6 +230,16 @@ impl Sandbox {
         }
         let mut report = build_report(results.records, results.exit_code, run);
         report.coverage = results.coverage;
+        if report.outcome == RunOutcome::Crashed && results.tests_finished {
+            // The crash came after the run loop (a finalizer, interpreter shutdown): every
+            // verdict stands.
+            report.outcome = report.outcome_from_counts();
+            report.detail = Some(format!(
+                "every test finished; the interpreter then crashed ({}), which changes no \
+                 test's verdict",
+                report.detail.as_deref().unwrap_or("no detail")
+            ));
+        }
         if !matches!(
             report.outcome,
             RunOutcome::Passed | RunOutcome::Failed | RunOutcome::NoTests

@@ -26,6 +26,8 @@ pub(super) struct RunResults {
     /// The last test that started and wrote no record: where the run stopped, if it stopped
     /// inside a test.
     pub(super) interrupted: Option<String>,
+    /// pytest's run loop ended: every selected test has its record.
+    pub(super) tests_finished: bool,
 }
 
 /// Reads the plugin's JSONL results; a partial last line (a run cut short) is ignored.
@@ -43,7 +45,9 @@ pub(super) fn read_results(tmp: &Path) -> Result<RunResults> {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        if let Some(id) = value.get("started").and_then(|s| s.as_str()) {
+        if value.get("tests_finished").is_some() {
+            results.tests_finished = true;
+        } else if let Some(id) = value.get("started").and_then(|s| s.as_str()) {
             results.interrupted = Some(id.to_string());
         } else if let Some(code) = value.get("exit_code").and_then(|c| c.as_i64()) {
             results.exit_code = i32::try_from(code).ok();
@@ -338,6 +342,7 @@ mod tests {
             r#"{"coverage": null, "files": {"m.py": [1, 2]}}"#,
             r#"{"coverage": "t.py::a", "files": {"m.py": [3]}}"#,
             r#"{"exit_code": 1}"#,
+            r#"{"tests_finished": true}"#,
             r#"{"started": "t.py::b"}"#,
             r#"{"id": "t.py::b", "outc"#,
         ];
@@ -348,6 +353,7 @@ mod tests {
         assert_eq!(results.exit_code, Some(1));
         // b started and never finished: the run stopped inside it.
         assert_eq!(results.interrupted.as_deref(), Some("t.py::b"));
+        assert!(results.tests_finished);
         let coverage = results.coverage.expect("coverage");
         assert_eq!(coverage.shared["m.py"], vec![1, 2]);
         assert_eq!(coverage.tests["t.py::a"]["m.py"], vec![3]);
