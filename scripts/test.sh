@@ -7,7 +7,9 @@ bin="${CARGO_TARGET_DIR:-target}/debug"
 # section, printed at the end, also when a section fails).
 source scripts/require.sh
 source scripts/sections.sh
-trap 'status=$?; section_table "$status"; exit "$status"' EXIT
+# On any exit, a failed setup included, the prefetched wheels (4 GB) are removed too.
+prefetched_wheels=""
+trap 'status=$?; [ -z "$prefetched_wheels" ] || rm -rf "$prefetched_wheels"; section_table "$status"; exit "$status"' EXIT
 
 # Background work: `background LABEL COMMAND...` starts COMMAND with its output in a log;
 # `background_wait LABEL` waits for it, adds its seconds to the table, and shows its log and

@@ -103,6 +103,28 @@ pub struct Trajectory {
     pub steps: Vec<StepSample>,
 }
 
+impl Trajectory {
+    /// A one-step episode of `task_id` in group 0: the policy's `output`, scored with `reward`
+    /// (resolved when positive) and `advantage`. Benchmarks and learner checks build batches
+    /// of these without running episodes.
+    pub fn single_step(
+        task_id: impl Into<String>,
+        output: &crate::PolicyOutput,
+        reward: f64,
+        advantage: f64,
+    ) -> Self {
+        Trajectory {
+            task_id: task_id.into(),
+            group: 0,
+            reward,
+            advantage,
+            resolved: reward > 0.0,
+            truncated: false,
+            steps: vec![StepSample::from_output(output, String::new())],
+        }
+    }
+}
+
 /// What one training iteration hands the learner: groups with non-zero reward variance.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TrainingBatch {
@@ -117,6 +139,16 @@ pub struct TrainingBatch {
 }
 
 impl TrainingBatch {
+    /// Iteration 0's batch of one GRPO group: `trajectories`, all of one task.
+    pub fn one_group(trajectories: Vec<Trajectory>) -> Self {
+        TrainingBatch {
+            iteration: 0,
+            estimator: "grpo".into(),
+            group_size: trajectories.len(),
+            trajectories,
+        }
+    }
+
     /// Number of trainable steps in the batch.
     pub fn trainable_steps(&self) -> usize {
         self.trajectories

@@ -257,24 +257,19 @@ pub fn bench_learner(
         .iter()
         .map(|o| o.token_ids.as_ref().map_or(0, Vec::len))
         .sum();
-    let batch = TrainingBatch {
-        iteration: 0,
-        estimator: "grpo".into(),
-        group_size: outputs.len(),
-        trajectories: outputs
+    // Alternate rollouts count as resolved, advantages +1 and -1.
+    let batch = TrainingBatch::one_group(
+        outputs
             .iter()
+            .zip(&contexts)
             .enumerate()
-            .map(|(i, output)| Trajectory {
-                task_id: contexts[i].task_id.clone(),
-                group: 0,
-                reward: if i % 2 == 0 { 1.0 } else { 0.0 },
-                advantage: if i % 2 == 0 { 1.0 } else { -1.0 },
-                resolved: i % 2 == 0,
-                truncated: false,
-                steps: vec![StepSample::from_output(output, String::new())],
+            .map(|(i, (output, context))| {
+                let resolved = i % 2 == 0;
+                let reward = if resolved { 1.0 } else { 0.0 };
+                Trajectory::single_step(&context.task_id, output, reward, 2.0 * reward - 1.0)
             })
             .collect(),
-    };
+    );
     let tokens = TokenBatch::from_batch(&batch)?;
     progress("starting the learner");
     let quiet = |_: &str| {};

@@ -156,17 +156,12 @@ impl GrpoTrainer<RepoEnv> {
         config: TrainerConfig,
     ) -> Result<Self> {
         config.validate()?;
-        let workers = if config.workers == 0 {
-            sandbox.workers()
-        } else {
-            config.workers
-        }
-        .max(1);
-        let envs = if config.envs == 0 {
-            4 * workers
-        } else {
-            config.envs
-        };
+        // 0 means "as many workers as the sandbox has", and four environments a worker.
+        let workers = Some(config.workers)
+            .filter(|&w| w > 0)
+            .unwrap_or_else(|| sandbox.workers())
+            .max(1);
+        let envs = Some(config.envs).filter(|&e| e > 0).unwrap_or(4 * workers);
         let pool = EnvPool::new(sandbox, envs, config.workers, config.env)?;
         Self::with_pool(pool, policy, synthesizer, config)
     }

@@ -213,26 +213,19 @@ fn two_contexts() -> Vec<frognano_core::PolicyContext> {
     ]
 }
 
-/// One group of the outputs, advantages -1 and +1.
+/// One group of the outputs: the first with advantage -1, the others +1.
 fn one_group(outputs: &[frognano_core::PolicyOutput]) -> frognano_core::TrainingBatch {
-    frognano_core::TrainingBatch {
-        iteration: 0,
-        estimator: "grpo".into(),
-        group_size: outputs.len(),
-        trajectories: outputs
+    use frognano_core::Trajectory;
+    frognano_core::TrainingBatch::one_group(
+        outputs
             .iter()
             .enumerate()
-            .map(|(i, o)| frognano_core::Trajectory {
-                task_id: "t".into(),
-                group: 0,
-                reward: i as f64,
-                advantage: if i == 0 { -1.0 } else { 1.0 },
-                resolved: i == 1,
-                truncated: false,
-                steps: vec![frognano_core::StepSample::from_output(o, String::new())],
+            .map(|(i, o)| {
+                let advantage = if i == 0 { -1.0 } else { 1.0 };
+                Trajectory::single_step("t", o, i as f64, advantage)
             })
             .collect(),
-    }
+    )
 }
 
 #[test]

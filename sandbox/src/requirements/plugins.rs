@@ -90,15 +90,7 @@ pub(crate) fn collect(root: &Path, found: &mut Found) {
             }
         }
     }
-    for path in test_modules(root) {
-        let Ok(text) = fs::read_to_string(&path) else {
-            continue;
-        };
-        let rel = path
-            .strip_prefix(root)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
+    for (rel, text) in super::scan::read_sources(root, test_modules(root)) {
         for (fingerprint, distribution, what) in FINGERPRINTS {
             if mentions(&text, fingerprint) {
                 uses.push((distribution, format!("{rel} uses {what}")));

@@ -61,15 +61,8 @@ pub fn unplaced_imports(
     let known = placed_by(own, layer, image);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for (path, _) in test_sources(root) {
-        let Ok(text) = fs::read_to_string(&path) else {
-            continue;
-        };
-        let importer = path
-            .strip_prefix(root)
-            .unwrap_or(&path)
-            .to_string_lossy()
-            .to_string();
+    let paths = test_sources(root).into_iter().map(|(path, _)| path);
+    for (importer, text) in read_sources(root, paths) {
         for line in code_lines(&text) {
             for module in line_imports(line) {
                 let top = module.split('.').next().unwrap_or(module);
@@ -145,6 +138,19 @@ fn asks_for_metadata(line: &str) -> bool {
 
 /// The repository's test files (pytest's default patterns) and conftests, each with whether it
 /// is a test file.
+/// Each readable file of `paths` as text, with its path relative to `root`; files that are not
+/// UTF-8 text are passed over.
+pub(super) fn read_sources(
+    root: &Path,
+    paths: impl IntoIterator<Item = std::path::PathBuf>,
+) -> impl Iterator<Item = (String, String)> {
+    paths.into_iter().filter_map(move |path| {
+        let text = fs::read_to_string(&path).ok()?;
+        let relative = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
+        Some((relative.into_owned(), text))
+    })
+}
+
 fn test_sources(root: &Path) -> Vec<(std::path::PathBuf, bool)> {
     crate::workspace::walk_repo(root)
         .filter_map(|e| e.ok())
