@@ -10,7 +10,9 @@ use frognano_core::{TestOutcome, TestReport};
 
 use crate::assets::{self, PinnedWheel, Progress};
 
-pub use super::scan::{imports_resolve_statically, layer_modules_imported, unplaced_imports};
+pub use super::scan::{
+    importable_in, imports_resolve_statically, layer_modules_imported, unplaced_imports,
+};
 
 /// The standard library's `distutils`, which setuptools provides since CPython dropped it.
 pub(crate) const DISTUTILS: &str = "distutils";
@@ -481,7 +483,7 @@ pub fn own_modules(root: &Path) -> BTreeSet<String> {
 
 /// Whether a package's `__init__.py` only declares a namespace that other distributions share
 /// (pkgutil's `extend_path` or pkg_resources' `declare_namespace`).
-fn declares_namespace(init: &Path) -> bool {
+pub fn declares_namespace(init: &Path) -> bool {
     fs::read_to_string(init).is_ok_and(|text| {
         text.len() < 2048 && (text.contains("extend_path(") || text.contains("declare_namespace("))
     })

@@ -21,30 +21,64 @@ const PYTEST_LAYER_MODULES: &[&str] = &[
 ];
 
 /// True when a collection pass could find nothing to fix: the repository has test files that
-/// pytest's default patterns collect, and every top-level module its test files and conftests
-/// import (as a line-by-line scan reads them) is the repository's own, the standard library's,
-/// the pytest layer's or a top-level entry of the requirements layer `layer`. Anything the scan
-/// cannot place makes it false (the pass then runs), so it can only skip a pass, never a fix.
+/// pytest's default patterns collect, and every module its Python files import (as a
+/// line-by-line scan reads them; the package's own files too, since the tests import them and
+/// so everything they import) is the standard library's, the pytest layer's, a top-level entry
+/// of the requirements layer `layer`, or the repository's own and importable from one of its
+/// `import_roots` as it stands. Anything the scan cannot place makes it false (the pass then
+/// runs), so it can only skip a pass, never a fix.
 pub fn imports_resolve_statically(
     root: &Path,
-    own: &BTreeSet<String>,
+    import_roots: &[String],
     layer: Option<&Path>,
 ) -> bool {
-    let no_image = BTreeSet::new();
-    let known = placed_by(own, layer, &no_image);
+    let no_modules = BTreeSet::new();
+    let elsewhere = placed_by(&no_modules, layer, &no_modules);
+    let known = |module: &str| elsewhere(module) || importable_from(root, import_roots, module);
     let mut has_default_tests = false;
-    for (path, is_test) in test_sources(root) {
-        has_default_tests |= is_test;
-        let Ok(text) = fs::read_to_string(&path) else {
+    for file in super::collection::python_files(root) {
+        has_default_tests |= file.stem.starts_with("test_") || file.stem.ends_with("_test");
+        let Ok(text) = fs::read_to_string(&file.path) else {
             return false;
         };
-        for line in text.lines() {
+        for line in code_lines(&text) {
             if line_imports(line).iter().any(|m| !known(m)) || asks_for_metadata(line) {
                 return false;
             }
         }
     }
     has_default_tests
+}
+
+/// Whether the repository itself makes `module` importable from one of `import_roots`.
+fn importable_from(root: &Path, import_roots: &[String], module: &str) -> bool {
+    import_roots
+        .iter()
+        .any(|dir| importable_in(&root.join(dir), module))
+}
+
+/// Whether `module` is importable from the folder `base` on the path: a module file or a
+/// regular package on the way to it (what lies below is the package's own business), or
+/// namespace folders (no `__init__.py`, or one that only extends a shared namespace) all the
+/// way. A namespace folder places only what it holds: `opentelemetry.sdk` is missing where
+/// `opentelemetry/` holds only `proto/` (a layer with opentelemetry-proto, a repository with
+/// the exporter), and so is a module under `lib/` until a collection pass puts that folder on
+/// the path.
+pub fn importable_in(base: &Path, module: &str) -> bool {
+    let mut base = base.to_path_buf();
+    for part in module.split('.') {
+        let init = base.join(part).join("__init__.py");
+        if base.join(format!("{part}.py")).is_file()
+            || (init.is_file() && !super::resolve::declares_namespace(&init))
+        {
+            return true;
+        }
+        base = base.join(part);
+        if !base.is_dir() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The modules the test files and conftests import (as a line-by-line scan reads them, so
@@ -61,8 +95,7 @@ pub fn unplaced_imports(
     let known = placed_by(own, layer, image);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    let paths = test_sources(root).into_iter().map(|(path, _)| path);
-    for (importer, text) in read_sources(root, paths) {
+    for (importer, text) in read_sources(root, test_sources(root)) {
         for line in code_lines(&text) {
             for module in line_imports(line) {
                 let top = module.split('.').next().unwrap_or(module);
@@ -97,26 +130,18 @@ fn code_lines(text: &str) -> impl Iterator<Item = &str> {
 /// layer's, a top-level entry of the requirements layer `layer`, or one of `image`'s.
 fn placed_by<'a>(
     own: &'a BTreeSet<String>,
-    layer: Option<&Path>,
+    layer: Option<&'a Path>,
     image: &'a BTreeSet<String>,
 ) -> impl Fn(&str) -> bool + 'a {
-    let mut provided: BTreeSet<String> = BTreeSet::new();
-    if let Some(layer) = layer
-        && let Ok(entries) = fs::read_dir(layer)
-    {
-        for entry in entries.filter_map(|e| e.ok()) {
-            let name = entry.file_name().to_string_lossy().to_string();
-            provided.insert(name.strip_suffix(".py").unwrap_or(&name).to_string());
-        }
-    }
+    let in_layer = move |module: &str| layer.is_some_and(|layer| importable_in(layer, module));
     move |module: &str| {
         let top = module.split('.').next().unwrap_or(module);
         top.is_empty()
             || own.contains(top)
             || (is_stdlib(top) && top != DISTUTILS)
-            || provided.contains(top)
+            || in_layer(module)
             || image.contains(top)
-            || (top == DISTUTILS && provided.contains("_distutils_hack"))
+            || (top == DISTUTILS && in_layer("_distutils_hack"))
             || PYTEST_LAYER_MODULES.contains(&top)
     }
 }
@@ -151,15 +176,18 @@ pub(super) fn read_sources(
     })
 }
 
-fn test_sources(root: &Path) -> Vec<(std::path::PathBuf, bool)> {
-    crate::workspace::walk_repo(root)
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|entry| {
-            let stem = entry.file_name().to_str()?.strip_suffix(".py")?.to_string();
-            let is_test = stem.starts_with("test_") || stem.ends_with("_test");
-            (is_test || stem == "conftest").then(|| (entry.path().to_path_buf(), is_test))
+/// The test modules, conftests and the helpers beside them in a tests folder (`tests/base.py`,
+/// imported relatively by every test module): what imports for the tests.
+fn test_sources(root: &Path) -> Vec<std::path::PathBuf> {
+    super::collection::python_files(root)
+        .into_iter()
+        .filter(|file| {
+            file.stem.starts_with("test_")
+                || file.stem.ends_with("_test")
+                || file.stem == "conftest"
+                || file.in_test_dir
         })
+        .map(|file| file.path)
         .collect()
 }
 
@@ -201,7 +229,7 @@ pub fn layer_modules_imported(root: &Path, layer: &Path) -> Vec<String> {
         }
     }
     let mut imported: BTreeSet<String> = BTreeSet::new();
-    for (path, _) in test_sources(root) {
+    for path in test_sources(root) {
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };
@@ -233,10 +261,31 @@ mod tests {
             "tests/test_a.py",
             "import os, sys as system\nfrom mypkg import core\nfrom . import helpers\nimport pytest\n",
         );
+        let roots = [".".to_string()];
+        assert!(imports_resolve_statically(dir.path(), &roots, None));
+        // A module of the repository that its import roots do not reach needs the pass.
+        write("lib/extra.py", "");
+        write("tests/test_extra.py", "import extra\n");
         let own = own_modules(dir.path());
-        assert!(imports_resolve_statically(dir.path(), &own, None));
+        assert!(!imports_resolve_statically(dir.path(), &roots, None));
+        let with_lib = [".".to_string(), "lib".to_string()];
+        assert!(imports_resolve_statically(dir.path(), &with_lib, None));
+        fs::remove_file(dir.path().join("tests/test_extra.py")).expect("remove");
+        // Helpers of the tests and the package's own modules count.
+        write("tests/base.py", "import jsonschema\n");
+        assert!(!imports_resolve_statically(dir.path(), &roots, None));
+        fs::remove_file(dir.path().join("tests/base.py")).expect("remove");
+        write("mypkg/core.py", "from opentelemetry.sdk import metrics\n");
+        assert!(!imports_resolve_statically(dir.path(), &roots, None));
+        // ... also where the repository holds another part of that namespace package.
+        write("opentelemetry/exporter/otlp.py", "");
+        assert!(!imports_resolve_statically(dir.path(), &roots, None));
+        write("opentelemetry/sdk/__init__.py", "");
+        assert!(imports_resolve_statically(dir.path(), &roots, None));
+        fs::remove_dir_all(dir.path().join("opentelemetry")).expect("remove");
+        fs::remove_file(dir.path().join("mypkg/core.py")).expect("remove");
         write("tests/conftest.py", "import freezegun\n");
-        assert!(!imports_resolve_statically(dir.path(), &own, None));
+        assert!(!imports_resolve_statically(dir.path(), &roots, None));
         assert_eq!(
             unplaced_imports(dir.path(), &own, None, &BTreeSet::new()),
             vec![MissingModule {
@@ -259,16 +308,40 @@ mod tests {
         fs::remove_file(dir.path().join("tests/test_samples.py")).expect("remove");
         let layer = tempfile::tempdir().expect("layer");
         fs::create_dir(layer.path().join("freezegun")).expect("mkdir");
+        fs::write(layer.path().join("freezegun/__init__.py"), "").expect("write");
         assert!(imports_resolve_statically(
             dir.path(),
-            &own,
+            &roots,
             Some(layer.path())
         ));
-        let no_tests = crate::testing::write_repo(&[("pkg/tests.py", "")]);
-        assert!(!imports_resolve_statically(
-            no_tests.path(),
-            &BTreeSet::new(),
-            None
+        // A layer's namespace package places only the portions it holds.
+        fs::create_dir_all(layer.path().join("opentelemetry/proto")).expect("mkdir");
+        fs::write(layer.path().join("opentelemetry/proto/__init__.py"), "").expect("write");
+        write(
+            "tests/test_otel.py",
+            "from opentelemetry.proto import trace\n",
+        );
+        assert!(imports_resolve_statically(
+            dir.path(),
+            &roots,
+            Some(layer.path())
         ));
+        write(
+            "tests/test_otel.py",
+            "from opentelemetry.sdk import trace\n",
+        );
+        assert!(!imports_resolve_statically(
+            dir.path(),
+            &roots,
+            Some(layer.path())
+        ));
+        let found: Vec<String> = unplaced_imports(dir.path(), &own, Some(layer.path()), &image)
+            .into_iter()
+            .map(|m| m.module)
+            .collect();
+        assert_eq!(found, vec!["opentelemetry.sdk"]);
+        fs::remove_file(dir.path().join("tests/test_otel.py")).expect("remove");
+        let no_tests = crate::testing::write_repo(&[("pkg/tests.py", "")]);
+        assert!(!imports_resolve_statically(no_tests.path(), &roots, None));
     }
 }

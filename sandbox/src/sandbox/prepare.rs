@@ -33,7 +33,7 @@ const UNPLACED_IMPORTS_TRIED: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-12";
+const RESOLUTION_VERSION: &str = "resolution-17";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -262,7 +262,11 @@ impl Sandbox {
         progress: Progress<'_>,
     ) -> Result<bool> {
         let own = resolve::own_modules(&config.root);
-        if resolve::imports_resolve_statically(&config.root, &own, deps_layer.as_deref()) {
+        if resolve::imports_resolve_statically(
+            &config.root,
+            &config.import_roots,
+            deps_layer.as_deref(),
+        ) {
             // Nothing a collection pass could add (a second or so per repository saved).
             return Ok(true);
         }
@@ -315,12 +319,26 @@ impl Sandbox {
             }
             let mut added_now = false;
             let mut this_round: BTreeSet<String> = BTreeSet::new();
-            for missing in resolve::missing_modules(&run) {
+            let missing_now = resolve::missing_modules(&run);
+            // What an earlier round could not provide and this pass no longer misses came
+            // with a later addition.
+            report
+                .unresolved
+                .retain(|u| missing_now.iter().any(|m| m.module == u.module));
+            for missing in missing_now {
                 let top = missing.top_level().to_string();
-                if !this_round.insert(top.clone()) {
+                // A namespace package's portions come from different distributions
+                // (`opentelemetry._logs`, `opentelemetry.sdk`): each is tried on its own.
+                let key = match missing.module.split('.').nth(1) {
+                    Some(portion) if self.is_namespace(config, deps_layer.as_deref(), &top) => {
+                        format!("{top}.{portion}")
+                    }
+                    _ => top.clone(),
+                };
+                if !this_round.insert(key.clone()) {
                     continue;
                 }
-                if !attempted.insert(top.clone()) {
+                if !attempted.insert(key) {
                     let still = report.added.iter().position(|a| a.module == missing.module);
                     if let Some(index) = still {
                         let added = report.added.remove(index);
@@ -351,7 +369,20 @@ impl Sandbox {
                     continue;
                 }
                 let names = resolve::import_names(progress)?;
-                let reason = match resolve::plan(&missing, &own, names) {
+                let in_repository = config
+                    .import_roots
+                    .iter()
+                    .any(|dir| resolve::importable_in(&config.root.join(dir), &missing.module));
+                let plan = if in_repository {
+                    // The repository has it: importing it failed on something it imports.
+                    Plan::Unresolvable(format!(
+                        "{} is the repository's own ({} cannot import it)",
+                        missing.module, missing.importer
+                    ))
+                } else {
+                    resolve::plan(&missing, &own, names)
+                };
+                let reason = match plan {
                     Plan::Unresolvable(reason) => Err(reason),
                     Plan::Try(candidates) => {
                         self.find_distribution(&candidates, &top, config, version)?
@@ -411,6 +442,22 @@ impl Sandbox {
             }
         }
         Ok(true)
+    }
+
+    /// Whether `top` is a namespace package here: a folder without `__init__.py` (or with one
+    /// that extends a shared namespace) in the requirements layer or under one of the
+    /// repository's import roots.
+    fn is_namespace(&self, config: &RepoConfig, layer: Option<&Path>, top: &str) -> bool {
+        let roots = config.import_roots.iter().map(|dir| config.root.join(dir));
+        layer
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(roots)
+            .map(|base| base.join(top))
+            .any(|dir| {
+                let init = dir.join("__init__.py");
+                dir.is_dir() && (!init.is_file() || resolve::declares_namespace(&init))
+            })
     }
 
     /// Imports inside functions fail only when a test runs, so collection never shows them
@@ -522,7 +569,17 @@ impl Sandbox {
             .collect();
         let mut no_wheel = Vec::new();
         let mut wrong = Vec::new();
+        let own = config
+            .distribution
+            .as_ref()
+            .map(|(name, _)| layers::normalise(name));
         for candidate in candidates {
+            if own.as_deref() == Some(layers::normalise(candidate).as_str()) {
+                // The registry's copy of the project itself would stand in for the source
+                // under test (its mutations would then change nothing the tests import).
+                wrong.push(candidate.clone());
+                continue;
+            }
             if present.contains(&layers::normalise(candidate)) {
                 // Already in the layer, and the module is still missing.
                 wrong.push(candidate.clone());
