@@ -706,3 +706,30 @@ fn a_module_imported_inside_a_test_function_is_added() {
         vec![("freezegun", "tests/test_late.py imports freezegun")]
     );
 }
+
+#[test]
+fn modules_imported_by_a_test_helper_and_by_the_package_itself_are_added() {
+    // The test modules import only the package and a helper beside them; the helper and the
+    // package import what nobody declared. A scan of the test modules alone found nothing to
+    // fix and skipped the collection pass that shows both missing.
+    let repo = write_repo(&[
+        ("mypkg/__init__.py", "from . import core\n"),
+        ("mypkg/core.py", "import cachetools\n"),
+        ("tests/__init__.py", ""),
+        ("tests/base.py", "import iso8601\n"),
+        (
+            "tests/test_uses.py",
+            "import mypkg\n\nfrom . import base\n\n\n\
+             def test_both():\n    \
+             assert base.iso8601.parse_date('2020-01-02').year == 2020\n    \
+             assert mypkg.core.cachetools.LRUCache(maxsize=2).maxsize == 2\n",
+        ),
+    ]);
+    let prepared = prepared_and_passing(repo.path(), 1);
+    let mut added: Vec<&str> = added_by_the_loop(&prepared)
+        .into_iter()
+        .map(|(distribution, _)| distribution)
+        .collect();
+    added.sort_unstable();
+    assert_eq!(added, vec!["cachetools", "iso8601"]);
+}
