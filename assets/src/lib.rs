@@ -125,20 +125,41 @@ fn descendants(pid: u32) -> Vec<u32> {
 
 /// Runs `pip download` with the given arguments into `dest`, within a time limit.
 pub fn pip_download(dest: &Path, args: &[String]) -> Result<()> {
-    fs::create_dir_all(dest).map_err(AssetError::io(format!("create {}", dest.display())))?;
-    let python = host_python();
     let limit = std::env::var("FROGNANO_PIP_TIMEOUT_S")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|v| *v > 0)
         .unwrap_or(PIP_TIMEOUT_S);
+    run_pip("download", "-d", dest, args, &[], limit)
+}
+
+/// Runs `pip wheel` with the given arguments, writing the wheels it builds into `dest`, with
+/// `env` added to the build's environment and at most `limit_s` seconds.
+pub fn pip_wheel(dest: &Path, args: &[String], env: &[(&str, &str)], limit_s: u64) -> Result<()> {
+    run_pip("wheel", "-w", dest, args, env, limit_s)
+}
+
+/// Runs `pip SUBCOMMAND DEST_FLAG DEST ARGS...` with `env` added, killed (with every process
+/// it started) after `limit` seconds.
+fn run_pip(
+    subcommand: &str,
+    dest_flag: &str,
+    dest: &Path,
+    args: &[String],
+    env: &[(&str, &str)],
+    limit: u64,
+) -> Result<()> {
+    fs::create_dir_all(dest).map_err(AssetError::io(format!("create {}", dest.display())))?;
+    let python = host_python();
     // stderr goes to a file, not a pipe, so that a chatty pip cannot block on a full pipe
     // while this thread waits for it.
     let log = tempfile::tempfile().map_err(AssetError::io("create a pip log"))?;
     let mut child = Command::new(&python)
-        .args(["-m", "pip", "download", "--disable-pip-version-check", "--no-input", "-q", "-d"])
+        .args(["-m", "pip", subcommand, "--disable-pip-version-check", "--no-input", "-q"])
+        .arg(dest_flag)
         .arg(dest)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log.try_clone().map_err(AssetError::io("share the pip log"))?)
@@ -159,9 +180,9 @@ pub fn pip_download(dest: &Path, args: &[String]) -> Result<()> {
                 return Err(AssetError::Fetch {
                     name: args.join(" "),
                     message: format!(
-                        "pip download did not finish in {limit} s (its resolver found no \
-                         combination of pure-Python wheels; set FROGNANO_PIP_TIMEOUT_S to wait \
-                         longer)"
+                        "pip {subcommand} did not finish in {limit} s (for a download: its \
+                         resolver found no combination of pure-Python wheels; set \
+                         FROGNANO_PIP_TIMEOUT_S to wait longer)"
                     ),
                 });
             }
@@ -176,7 +197,7 @@ pub fn pip_download(dest: &Path, args: &[String]) -> Result<()> {
         let _ = log.read_to_string(&mut stderr);
         return Err(AssetError::Fetch {
             name: args.join(" "),
-            message: format!("pip download failed: {}", pip_failure_summary(&stderr)),
+            message: format!("pip {subcommand} failed: {}", pip_failure_summary(&stderr)),
         });
     }
     Ok(())

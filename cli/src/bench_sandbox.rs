@@ -290,7 +290,7 @@ fn bench_packages(args: &BenchSandboxArgs, list: Option<&Path>) -> anyhow::Resul
         let tree = trees.join(&name);
         if !tree.is_dir() {
             eprintln!("  {name}: fetching and unpacking the sdist (hash-checked, cached)");
-            frognano_corpus::materialise(spec, &tree)
+            frognano_corpus::materialise(spec, &tree, sandbox.image().python_version())
                 .map_err(|f| anyhow::anyhow!("{name}: {}", f.message))?;
         }
         let prepared = sandbox.prepare_repo(&tree, &|msg| eprintln!("  {name}: {msg}"))?;

@@ -411,7 +411,7 @@ impl Corpus {
             manifest.build_seconds = started.elapsed().as_secs_f64();
             Ok(Some(manifest))
         };
-        match fetch::materialise(spec, &repo) {
+        match fetch::materialise(spec, &repo, sandbox.image().python_version()) {
             Ok(fetched) => manifest.sdist_sha256 = fetched.sdist_sha256,
             Err(failure) => return finish(manifest, Some(failure)),
         }

@@ -23,10 +23,13 @@ const MAX_TREE_BYTES: u64 = 512 << 20;
 const MAX_TREE_FILES: usize = 100_000;
 
 /// Downloads (or finds in the cache) the sdist of a registry spec and checks its sha256.
+/// `python_version` is the Python the tests will run on: a release that requires a newer
+/// Python than the host's pip runs on is still the one to fetch.
 pub fn registry_sdist(
     name: &str,
     version: &str,
     sha256: Option<&str>,
+    python_version: &str,
 ) -> Result<(PathBuf, String), Failure> {
     let cache = assets::cache_dir().join("sdists");
     if let Some(sha) = sha256
@@ -49,6 +52,8 @@ pub fn registry_sdist(
         download.path(),
         &[
             "--no-deps".into(),
+            "--python-version".into(),
+            python_version.to_string(),
             // Only the package itself must come as source: its build backend may be a wheel
             // (a backend built from source can need a compiler, e.g. uv_build needs Rust).
             "--no-binary".into(),
@@ -107,8 +112,9 @@ fn cached_sdist(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Puts the entry's source tree at `dest` (which must not exist): unpacked from its sdist, or
-/// copied from its directory. Returns where the files came from.
-pub fn materialise(spec: &Spec, dest: &Path) -> Result<Fetched, Failure> {
+/// copied from its directory, for tests that run on `python_version`. Returns where the files
+/// came from.
+pub fn materialise(spec: &Spec, dest: &Path, python_version: &str) -> Result<Fetched, Failure> {
     let parent = dest.parent().unwrap_or(Path::new("."));
     let fail = |kind: FailureKind, message: String| Failure { kind, message };
     fs::create_dir_all(parent)
@@ -123,7 +129,7 @@ pub fn materialise(spec: &Spec, dest: &Path) -> Result<Fetched, Failure> {
             version,
             sha256,
         } => {
-            let (file, sha) = registry_sdist(name, version, sha256.as_deref())?;
+            let (file, sha) = registry_sdist(name, version, sha256.as_deref(), python_version)?;
             let root = unpack(&file, staging.path())?;
             (
                 Fetched {

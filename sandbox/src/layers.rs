@@ -142,7 +142,7 @@ pub fn prepare_requirements_layer(
         .prefix(".deps-download-")
         .tempdir_in(&staging_root)
         .map_err(SandboxError::io("create download directory"))?;
-    let mut args = pure_wheel_args(python_version);
+    let mut args = pure_wheel_args(python_version)?;
     if let Some(stubs) = target.carried_stubs {
         args.push("--find-links".into());
         args.push(stubs.display().to_string());
@@ -171,9 +171,10 @@ pub fn prepare_requirements_layer(
 }
 
 /// pip options that select only pure-Python wheels (platform `any`) for `python_version`:
-/// nothing else runs in the WASI interpreter.
-fn pure_wheel_args(python_version: &str) -> Vec<String> {
-    [
+/// nothing else runs in the WASI interpreter. The wheels built here from sdists count too.
+fn pure_wheel_args(python_version: &str) -> Result<Vec<String>> {
+    let built = crate::built_wheels::built_wheels_dir()?;
+    Ok([
         "--only-binary=:all:",
         "--platform",
         "any",
@@ -183,10 +184,12 @@ fn pure_wheel_args(python_version: &str) -> Vec<String> {
         "none",
         "--python-version",
         python_version,
+        "--find-links",
+        &built.display().to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect())
 }
 
 /// Like [`prepare_requirements_layer`], but requirements that cannot be provided as pure-Python
@@ -201,7 +204,9 @@ pub fn prepare_requirements_layer_lenient(
     let python_version = target.python_version;
     let mut usable: Vec<String> = requirements.to_vec();
     let mut left_out: Vec<(String, String)> = Vec::new();
-    for _ in 0..=requirements.len() {
+    let mut built: Vec<String> = Vec::new();
+    // Each round leaves a requirement out or builds a wheel, at most one per requirement.
+    for _ in 0..=2 * requirements.len() {
         let err = match prepare_requirements_layer(&usable, target, progress) {
             Ok(dir) => return Ok((dir, left_out)),
             Err(err) => err,
@@ -210,6 +215,17 @@ pub fn prepare_requirements_layer_lenient(
             SandboxError::Requirements { message, .. } => message.clone(),
             _ => return Err(err),
         };
+        // What pip found no pure-Python wheel for (the requirement or one of its
+        // dependencies) may build one from its sdist.
+        if let Some(unavailable) = unavailable_requirement(&message)
+            && built.len() < requirements.len()
+            && !built.contains(&unavailable)
+        {
+            built.push(unavailable.clone());
+            if crate::built_wheels::build_pure_wheel(&unavailable, progress)? {
+                continue;
+            }
+        }
         match blamed_requirement(&message, &usable) {
             Some(index) => {
                 let requirement = usable.remove(index);
@@ -365,6 +381,16 @@ fn blamed_requirement(message: &str, requirements: &[String]) -> Option<usize> {
     None
 }
 
+/// The requirement pip's error says it found no distribution for, as pip wrote it
+/// (`zope.interface>=5`).
+fn unavailable_requirement(message: &str) -> Option<String> {
+    let rest = message
+        .split("No matching distribution found for ")
+        .nth(1)?;
+    let requirement = rest.lines().next()?.trim();
+    (!requirement.is_empty()).then(|| requirement.to_string())
+}
+
 /// A one-line reason from pip's error.
 fn pip_reason(message: &str, python_version: &str) -> String {
     let line = message
@@ -387,10 +413,13 @@ pub fn download_pure_wheel(
     python_version: &str,
     dest: &Path,
 ) -> Result<Option<PathBuf>> {
-    let mut args = pure_wheel_args(python_version);
+    let mut args = pure_wheel_args(python_version)?;
     args.push("--no-deps".into());
     args.push(distribution.to_string());
-    if assets::pip_download(dest, &args).is_err() {
+    if assets::pip_download(dest, &args).is_err()
+        && !(crate::built_wheels::build_pure_wheel(distribution, &|_| {})?
+            && assets::pip_download(dest, &args).is_ok())
+    {
         return Ok(None);
     }
     // The distribution's name, without the version specifier a plan may carry
@@ -520,5 +549,11 @@ mod tests {
             None
         );
         assert!(pip_reason(direct, "3.15").starts_with("no pure-Python wheel for Python 3.15"));
+        // What a wheel might be built for from its sdist.
+        assert_eq!(
+            unavailable_requirement(direct).as_deref(),
+            Some("rapidfuzz>=3")
+        );
+        assert_eq!(unavailable_requirement(transitive), None);
     }
 }

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod assets;
+pub mod built_wheels;
 pub mod bytecode;
 pub mod config;
 pub mod entry_points;

@@ -733,3 +733,32 @@ fn modules_imported_by_a_test_helper_and_by_the_package_itself_are_added() {
     added.sort_unstable();
     assert_eq!(added, vec!["cachetools", "iso8601"]);
 }
+
+#[test]
+fn a_distribution_published_only_as_an_sdist_gets_a_pure_wheel_built_from_it() {
+    // PyMeeus publishes no wheel at all: pip's pure-Python resolution finds nothing, so the
+    // sandbox builds the wheel from the sdist (once, kept in the cache) and resolves again.
+    let repo = write_repo(&[(
+        "tests/test_moon.py",
+        "from pymeeus.Epoch import Epoch\n\n\n\
+         def test_an_epoch_counts_julian_days():\n    \
+         assert abs(Epoch(2000, 1, 1.5).jde() - 2451545.0) < 1e-6\n",
+    )]);
+    let prepared = prepared_and_passing(repo.path(), 1);
+    let added = added_by_the_loop(&prepared);
+    assert!(
+        added
+            .iter()
+            .any(|(distribution, _)| distribution.eq_ignore_ascii_case("pymeeus")),
+        "{added:?}"
+    );
+    let built = frognano_sandbox::built_wheels::built_wheels_dir().expect("dir");
+    assert!(
+        std::fs::read_dir(built).expect("list").flatten().any(|e| e
+            .file_name()
+            .to_string_lossy()
+            .to_ascii_lowercase()
+            .starts_with("pymeeus-")),
+        "no PyMeeus wheel in the built wheels"
+    );
+}
