@@ -117,6 +117,10 @@ COMPILED_DISTRIBUTIONS = frozenset(
     """.split()
 )
 
+# Compiled distributions whose extension is optional: the sandbox builds their pure-Python
+# wheel from the sdist (the extension switched off), so depending on them excludes nothing.
+PURE_FALLBACK_DISTRIBUTIONS = frozenset("aiohttp frozenlist multidict propcache yarl".split())
+
 NATIVE_SOURCE_SUFFIXES = frozenset(
     ".c .cc .cpp .cxx .c++ .m .mm .pyx .pxd .pxi .rs .f .f90 .f95 .for .go .swig .i".split()
 )
@@ -603,7 +607,8 @@ def judge(
         out.reason = "no-tests: sdist ships no test files"
     else:
         deps = required_distributions(meta.get_all("Requires-Dist") or [])
-        bad = sorted((deps & COMPILED_DISTRIBUTIONS) - image_provides)
+        excused = image_provides | PURE_FALLBACK_DISTRIBUTIONS
+        bad = sorted((deps & COMPILED_DISTRIBUTIONS) - excused)
         if "django" in bad:
             out.reason = "django: depends on django"
         elif bad:
