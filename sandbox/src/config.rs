@@ -397,6 +397,8 @@ fn select_requirements(
                 requirement,
                 "a development tool that test runs do not need (or that needs processes)",
             );
+        } else if let Some(reason) = requirements::resolve::cannot_run_in_wasi(&name) {
+            leave(requirement, reason);
         } else if marker.is_some_and(markers::excludes_all_targets) {
             leave(
                 requirement,

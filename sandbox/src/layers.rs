@@ -162,7 +162,12 @@ pub fn prepare_requirements_layer(
             continue;
         };
         let dist = file.split('-').next().unwrap_or_default();
-        if file.ends_with(".whl") && !provided_by_pytest_layer(dist) && !is_carried_stub(file) {
+        let runs_here = crate::requirements::resolve::cannot_run_in_wasi(dist).is_none();
+        if file.ends_with(".whl")
+            && !provided_by_pytest_layer(dist)
+            && !is_carried_stub(file)
+            && runs_here
+        {
             wheels.push(path);
         }
     }

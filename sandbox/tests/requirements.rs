@@ -762,3 +762,27 @@ fn a_distribution_published_only_as_an_sdist_gets_a_pure_wheel_built_from_it() {
         "no PyMeeus wheel in the built wheels"
     );
 }
+
+#[test]
+fn trio_is_left_out_so_that_anyios_plugin_runs_its_tests_on_asyncio() {
+    // trio installs as pure Python but raises NotImplementedError at import in WASI (no epoll
+    // or kqueue). anyio's pytest plugin lists the backends it can import when it loads, and
+    // only ImportError means "not available": with trio in the layer, the plugin failed to
+    // load and no test ran.
+    let repo = write_repo(&[
+        ("requirements-test.txt", "anyio\ntrio\n"),
+        (
+            "tests/test_sleep.py",
+            "import anyio\nimport pytest\n\npytestmark = pytest.mark.anyio\n\n\n\
+             async def test_sleeps_on_asyncio():\n    await anyio.sleep(0)\n",
+        ),
+    ]);
+    let prepared = prepared_and_passing(repo.path(), 1);
+    let left_out = &prepared.config.left_out;
+    assert!(
+        left_out
+            .iter()
+            .any(|l| l.requirement == "trio" && l.reason.contains("I/O manager")),
+        "{left_out:#?}"
+    );
+}

@@ -119,6 +119,8 @@ _ABSENT_PLUGINS = (
     ("pytest_cov", ("pytest_cov", "pytest_cov.plugin"), (), ()),
     ("pytest_benchmark", ("benchmark", "pytest_benchmark", "pytest_benchmark.plugin"), (),
      ("benchmark: pytest-benchmark's marker (ignored)",)),
+    ("pytest_trio", ("trio", "pytest_trio", "pytest_trio.plugin"), ("trio_mode", "trio_run"),
+     ("trio: pytest-trio's marker (its tests need trio, which has no I/O manager for WASI)",)),
     ("pytest_ruff", ("ruff", "pytest_ruff"), (), ()),
     ("pytest_mypy", ("mypy", "pytest_mypy"), (), ()),
     ("pytest_black", ("black", "pytest_black"), (), ()),
@@ -559,7 +561,8 @@ def pytest_runtestloop(session):
 # "os.<name>" / "time.<name>" / "select.<name>" for a function the module lacks (e.g.
 # "os.umask", "os.getuid", "os.pipe", "time.tzset"), the name of another standard-library
 # module the platform lacks (e.g. "termios", "fcntl", "resource", "pwd", "curses"),
-# "test.support" for CPython's own test helpers (not in the image's standard library), and
+# "test.support" for CPython's own test helpers (not in the image's standard library), "trio"
+# for what imports trio (no I/O manager for WASI, so layers leave it out), and
 # "unsupported operation" for any other "not supported"/"not implemented" OS error.
 
 _MODULE_LABELS = {
@@ -685,6 +688,10 @@ def _intrinsic_label(exc, frames):
         # standard library; suites written against it cannot run here.
         if name == "test" or name.startswith("test.support"):
             return "test.support"
+        # trio installs but has no I/O manager for WASI (no epoll or kqueue): the sandbox
+        # leaves it out of layers, and what imports it fails for that.
+        if name == "trio" or name.startswith("trio."):
+            return "trio"
         stdlib = (
             "Unsupported platform for standard library module" in text
             or ("Standard library module" in text and "was not found" in text)

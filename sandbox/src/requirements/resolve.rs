@@ -121,10 +121,36 @@ pub fn is_stdlib(module: &str) -> bool {
     STDLIB.split_whitespace().any(|m| m == module)
 }
 
+/// Distributions that install as pure Python but cannot run in WASI, and why: layers leave
+/// them out, so that what merely tries them (anyio's backends) finds them missing.
+const CANNOT_RUN_IN_WASI: &[(&str, &str)] = &[
+    (
+        "trio",
+        "trio needs an I/O manager (epoll, kqueue or IOCP) that WASI does not have: importing \
+         it raises NotImplementedError",
+    ),
+    (
+        "pytest-trio",
+        "pytest-trio runs its tests on trio, which needs an I/O manager WASI does not have",
+    ),
+];
+
+/// Why the distribution `name` cannot run in WASI, when it is one that installs but cannot.
+pub fn cannot_run_in_wasi(name: &str) -> Option<&'static str> {
+    let name = crate::layers::normalise(name);
+    CANNOT_RUN_IN_WASI
+        .iter()
+        .find(|(distribution, _)| *distribution == name)
+        .map(|(_, reason)| *reason)
+}
+
 /// Why the top-level module `top` cannot be provided by any requirement, when it is part of
-/// CPython itself: its own test package, or a standard-library module the WebAssembly
-/// interpreter lacks.
+/// CPython itself (its own test package, or a standard-library module the WebAssembly
+/// interpreter lacks) or a distribution that cannot run in WASI.
 pub fn unavailable_module(top: &str) -> Option<String> {
+    if let Some(reason) = cannot_run_in_wasi(top) {
+        return Some(reason.to_string());
+    }
     if top == DISTUTILS {
         // Gone from the standard library since 3.12; setuptools provides it (see ALIASES).
         return None;
@@ -578,6 +604,13 @@ mod tests {
             fs::write(path, "").expect("write");
         }
         dir
+    }
+
+    #[test]
+    fn trio_cannot_run_here_under_either_name() {
+        assert!(unavailable_module("trio").is_some_and(|r| r.contains("I/O manager")));
+        assert!(cannot_run_in_wasi("pytest_trio").is_some());
+        assert!(cannot_run_in_wasi("anyio").is_none());
     }
 
     #[test]

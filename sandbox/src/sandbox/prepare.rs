@@ -33,7 +33,7 @@ const UNPLACED_IMPORTS_TRIED: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-19";
+const RESOLUTION_VERSION: &str = "resolution-20";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
