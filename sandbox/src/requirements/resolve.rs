@@ -11,7 +11,7 @@ use frognano_core::{TestOutcome, TestReport};
 use crate::assets::{self, PinnedWheel, Progress};
 
 pub use super::scan::{
-    importable_in, imports_resolve_statically, layer_modules_imported, unplaced_imports,
+    holds_module, imports_resolve_statically, layer_modules_imported, unplaced_imports,
 };
 
 /// The standard library's `distutils`, which setuptools provides since CPython dropped it.
@@ -407,6 +407,9 @@ pub fn plan(missing: &MissingModule, own_modules: &BTreeSet<String>, names: &Imp
     let parts: Vec<&str> = missing.module.split('.').collect();
     let own_prefix = (2..=parts.len()).any(|k| own_modules.contains(&parts[..k].join(".")));
     let last = parts.last().copied().unwrap_or(top);
+    if let Some(reason) = cannot_run_in_wasi(top) {
+        return Plan::Unresolvable(reason.to_string());
+    }
     if parts.len() > 1
         && own_modules.contains(top)
         && !own_modules.contains(last)
@@ -534,6 +537,15 @@ pub fn import_root_for(root: &Path, module: &str, roots: &[String]) -> Option<St
         if !holds {
             continue;
         }
+        // A folder that is itself a package is not a place to import from: its modules are
+        // the package's (`azure/core/tracing/opentelemetry.py` put first on the path would
+        // shadow the `opentelemetry` distribution).
+        if path
+            .parent()
+            .is_some_and(|dir| dir.join("__init__.py").is_file())
+        {
+            continue;
+        }
         let Some(parent) = path.parent().and_then(|p| p.strip_prefix(root).ok()) else {
             continue;
         };
@@ -620,8 +632,12 @@ mod tests {
             "lib/mypkg/core.py",
             "tests/test_core.py",
             "python/single.py",
+            "azure/core/tracing/__init__.py",
+            "azure/core/tracing/opentelemetry.py",
         ]);
         let roots = vec![".".to_string()];
+        // A module inside a package is the package's, never a top-level module.
+        assert_eq!(import_root_for(dir.path(), "opentelemetry", &roots), None);
         assert_eq!(
             import_root_for(dir.path(), "mypkg", &roots).as_deref(),
             Some("lib")

@@ -64,7 +64,7 @@ fn importable_from(root: &Path, import_roots: &[String], module: &str) -> bool {
 /// `opentelemetry/` holds only `proto/` (a layer with opentelemetry-proto, a repository with
 /// the exporter), and so is a module under `lib/` until a collection pass puts that folder on
 /// the path.
-pub fn importable_in(base: &Path, module: &str) -> bool {
+fn importable_in(base: &Path, module: &str) -> bool {
     let mut base = base.to_path_buf();
     for part in module.split('.') {
         let init = base.join(part).join("__init__.py");
@@ -75,6 +75,24 @@ pub fn importable_in(base: &Path, module: &str) -> bool {
         }
         base = base.join(part);
         if !base.is_dir() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether the folder `base` holds the module `module` itself: every part of its dotted name a
+/// folder, the last one a folder or a `.py` file (a package above it is not enough: the sdist
+/// may have left the module out).
+pub fn holds_module(base: &Path, module: &str) -> bool {
+    let mut path = base.to_path_buf();
+    let parts: Vec<&str> = module.split('.').collect();
+    for (index, part) in parts.iter().enumerate() {
+        if index + 1 == parts.len() && path.join(format!("{part}.py")).is_file() {
+            return true;
+        }
+        path = path.join(part);
+        if !path.is_dir() {
             return false;
         }
     }
@@ -282,6 +300,10 @@ mod tests {
         assert!(!imports_resolve_statically(dir.path(), &roots, None));
         write("opentelemetry/sdk/__init__.py", "");
         assert!(imports_resolve_statically(dir.path(), &roots, None));
+        assert!(holds_module(dir.path(), "opentelemetry.sdk"));
+        assert!(holds_module(dir.path(), "opentelemetry.exporter.otlp"));
+        assert!(!holds_module(dir.path(), "opentelemetry.sdk.trace"));
+        assert!(!holds_module(dir.path(), "mypkg.left_out"));
         fs::remove_dir_all(dir.path().join("opentelemetry")).expect("remove");
         fs::remove_file(dir.path().join("mypkg/core.py")).expect("remove");
         write("tests/conftest.py", "import freezegun\n");

@@ -33,7 +33,7 @@ const UNPLACED_IMPORTS_TRIED: usize = 8;
 /// Wall-clock cap of one collection pass, in seconds.
 const COLLECTION_TIMEOUT_S: f64 = 60.0;
 /// Bumped when the resolution logic changes, so that cached results are recomputed.
-const RESOLUTION_VERSION: &str = "resolution-20";
+const RESOLUTION_VERSION: &str = "resolution-22";
 
 /// A repository ready to run: its configuration and requirements layer.
 #[derive(Debug, Clone)]
@@ -369,16 +369,24 @@ impl Sandbox {
                     continue;
                 }
                 let names = resolve::import_names(progress)?;
-                let in_repository = config
-                    .import_roots
-                    .iter()
-                    .any(|dir| resolve::importable_in(&config.root.join(dir), &missing.module));
-                let plan = if in_repository {
+                let holds = |module: &str| {
+                    config
+                        .import_roots
+                        .iter()
+                        .any(|dir| resolve::holds_module(&config.root.join(dir), module))
+                };
+                let plan = if holds(&missing.module) {
                     // The repository has it: importing it failed on something it imports.
                     Plan::Unresolvable(format!(
                         "{} is the repository's own ({} cannot import it)",
                         missing.module, missing.importer
                     ))
+                } else if own.contains(&top) && !holds(&top) {
+                    // Only a module inside one of the repository's packages bears the name
+                    // (`azure/core/tracing/opentelemetry.py`): the missing one is another's.
+                    let mut others = own.clone();
+                    others.remove(&top);
+                    resolve::plan(&missing, &others, names)
                 } else {
                     resolve::plan(&missing, &own, names)
                 };
