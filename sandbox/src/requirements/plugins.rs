@@ -66,9 +66,6 @@ const CONFIG_FILES: &[&str] = &[
     "pyproject.toml",
 ];
 
-/// Largest test file read, in bytes (generated data modules are skipped).
-const MAX_TEST_FILE: u64 = 1 << 20;
-
 /// Adds the plugins the tests and the pytest configuration use but no declaration names.
 pub(crate) fn collect(root: &Path, found: &mut Found) {
     let mut uses: Vec<(&str, String)> = Vec::new();
@@ -90,7 +87,7 @@ pub(crate) fn collect(root: &Path, found: &mut Found) {
             }
         }
     }
-    for (rel, text) in super::scan::read_sources(root, test_modules(root)) {
+    for (rel, text) in super::scan::read_sources(root, super::scan::test_sources(root)) {
         for (fingerprint, distribution, what) in FINGERPRINTS {
             if mentions(&text, fingerprint) {
                 uses.push((distribution, format!("{rel} uses {what}")));
@@ -118,22 +115,6 @@ pub(crate) fn collect(root: &Path, found: &mut Found) {
                 .extend(["-o".to_string(), format!("{key}={default}")]);
         }
     }
-}
-
-/// The test modules and conftests of the repository (pytest's default patterns, and anything
-/// in a `test`/`tests`/`testing` directory), documentation and examples aside.
-fn test_modules(root: &Path) -> Vec<std::path::PathBuf> {
-    super::collection::python_files(root)
-        .into_iter()
-        .filter(|f| fs::metadata(&f.path).is_ok_and(|m| m.len() <= MAX_TEST_FILE))
-        .filter(|f| {
-            f.stem.starts_with("test")
-                || f.stem.ends_with("_test")
-                || f.stem == "conftest"
-                || f.in_test_dir
-        })
-        .map(|f| f.path)
-        .collect()
 }
 
 /// Whether `text` uses `fingerprint` as a name of its own: not as the tail of a longer name

@@ -194,17 +194,22 @@ pub(super) fn read_sources(
     })
 }
 
+/// Largest test file the scans read (a generated fixture module can be many MB).
+const MAX_TEST_FILE: u64 = 1 << 20;
+
 /// The test modules, conftests and the helpers beside them in a tests folder (`tests/base.py`,
-/// imported relatively by every test module): what imports for the tests.
-fn test_sources(root: &Path) -> Vec<std::path::PathBuf> {
+/// imported relatively by every test module), documentation and examples aside: what imports
+/// for the tests.
+pub(super) fn test_sources(root: &Path) -> Vec<std::path::PathBuf> {
     super::collection::python_files(root)
         .into_iter()
         .filter(|file| {
-            file.stem.starts_with("test_")
+            file.stem.starts_with("test")
                 || file.stem.ends_with("_test")
                 || file.stem == "conftest"
                 || file.in_test_dir
         })
+        .filter(|file| fs::metadata(&file.path).is_ok_and(|m| m.len() <= MAX_TEST_FILE))
         .map(|file| file.path)
         .collect()
 }
