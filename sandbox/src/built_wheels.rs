@@ -32,7 +32,7 @@ const BUILD_ENV: &[(&str, &str)] = &[
 
 /// Longest one build may take (seconds): a pure build takes a few; a package that compiles
 /// Rust or C++ without asking the compiler above would take minutes, and is given up.
-const BUILD_TIMEOUT_S: u64 = 90;
+const BUILD_TIMEOUT_S: u64 = 60;
 
 /// The folder of the pure-Python wheels built so far (created when missing).
 pub fn built_wheels_dir() -> Result<PathBuf> {
@@ -41,26 +41,27 @@ pub fn built_wheels_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Where a failed build of `requirement` is remembered.
-fn failure_marker(requirement: &str) -> Result<PathBuf> {
+/// Where a failed build of distribution `name` is remembered: by name, whatever version a
+/// requirement asked for (each try of a package that compiles Rust or C++ costs up to the build
+/// timeout, and cryptography alone is asked for with a dozen specifiers).
+fn failure_marker(name: &str) -> Result<PathBuf> {
     let dir = assets::cache_dir()
         .join("layers")
         .join("built-wheels-failed");
     assets::ensure_dir(&dir)?;
-    let key = assets::sha256_bytes(requirement.trim().as_bytes());
-    Ok(dir.join(&key[..16]))
+    Ok(dir.join(crate::layers::normalise(name)))
 }
 
 /// Builds the pure-Python wheel of `requirement` (a PEP 508 requirement: the newest release
 /// it allows) from its sdist into [`built_wheels_dir`]. True when such a wheel is there now;
 /// false when the release has no sdist, its build failed or took too long, or what it built
-/// is not pure (each remembered: the next call answers at once).
+/// is not pure (each remembered for the distribution: the next call answers at once).
 pub fn build_pure_wheel(requirement: &str, progress: Progress<'_>) -> Result<bool> {
-    let marker = failure_marker(requirement)?;
+    let name = crate::requirements::requirement_name(requirement);
+    let marker = failure_marker(&name)?;
     if marker.is_file() {
         return Ok(false);
     }
-    let name = crate::requirements::requirement_name(requirement);
     progress(&format!(
         "building a pure-Python wheel of {requirement} from its sdist (none is published)"
     ));
