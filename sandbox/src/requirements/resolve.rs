@@ -510,9 +510,17 @@ pub fn own_modules(root: &Path) -> BTreeSet<String> {
     out
 }
 
+/// Whether `dir` is a regular package: an `__init__.py` that is more than a declaration of a
+/// namespace other distributions share (a folder without one, or with only that, is a portion
+/// of a namespace package, which places only what it holds).
+pub fn is_regular_package(dir: &Path) -> bool {
+    let init = dir.join("__init__.py");
+    init.is_file() && !declares_namespace(&init)
+}
+
 /// Whether a package's `__init__.py` only declares a namespace that other distributions share
 /// (pkgutil's `extend_path` or pkg_resources' `declare_namespace`).
-pub fn declares_namespace(init: &Path) -> bool {
+fn declares_namespace(init: &Path) -> bool {
     fs::read_to_string(init).is_ok_and(|text| {
         text.len() < 2048 && (text.contains("extend_path(") || text.contains("declare_namespace("))
     })

@@ -67,9 +67,8 @@ fn importable_from(root: &Path, import_roots: &[String], module: &str) -> bool {
 fn importable_in(base: &Path, module: &str) -> bool {
     let mut base = base.to_path_buf();
     for part in module.split('.') {
-        let init = base.join(part).join("__init__.py");
         if base.join(format!("{part}.py")).is_file()
-            || (init.is_file() && !super::resolve::declares_namespace(&init))
+            || super::resolve::is_regular_package(&base.join(part))
         {
             return true;
         }

@@ -462,10 +462,7 @@ impl Sandbox {
             .into_iter()
             .chain(roots)
             .map(|base| base.join(top))
-            .any(|dir| {
-                let init = dir.join("__init__.py");
-                dir.is_dir() && (!init.is_file() || resolve::declares_namespace(&init))
-            })
+            .any(|dir| dir.is_dir() && !resolve::is_regular_package(&dir))
     }
 
     /// Imports inside functions fail only when a test runs, so collection never shows them
