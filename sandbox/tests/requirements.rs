@@ -400,6 +400,34 @@ fn warnings_as_errors_do_not_turn_the_sandboxs_preloaded_plugins_into_an_interna
 }
 
 #[test]
+fn a_warning_filter_naming_an_absent_module_and_pytest_8_private_names_break_no_test() {
+    // httpx ignores a trio warning by class; trio cannot run in WASI and is left out, and
+    // pytest's "Failed to import filter module" note became an error in every test under the
+    // project's `error` filter. flask's conftest reads `_pytest.monkeypatch.notset`, which
+    // pytest 9 renamed.
+    let repo = write_repo(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"strict\"\nversion = \"0.1\"\n\n\
+             [tool.pytest.ini_options]\nfilterwarnings = [\"error\", \
+             \"ignore:old:absentmodule.AbsentWarning\"]\n",
+        ),
+        (
+            "tests/conftest.py",
+            "from _pytest import monkeypatch\n\nUNSET = monkeypatch.notset\n",
+        ),
+        (
+            "tests/test_strict.py",
+            "import warnings\n\nimport pytest\n\n\ndef test_runs():\n    assert 1 + 1 == 2\n\n\n\
+             def test_other_warnings_still_fail():\n    \
+             with pytest.raises(UserWarning):\n        warnings.warn('old and still an error')\n",
+        ),
+    ]);
+    let report = common::run_clean(repo.path());
+    common::assert_passed(&report, 2);
+}
+
+#[test]
 fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuration() {
     // pytest-timeout and pytest-xdist are left out of test requirements (the sandbox's budget
     // and single process stand in for them). A project that loads them with `-p` in its
