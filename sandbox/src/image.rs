@@ -1,7 +1,8 @@
 //! Runtime images: CPython builds for WASI and the pinned packages they come from.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -126,6 +127,12 @@ pub struct ImageFiles {
     pub module_sha256: &'static str,
     /// Directory mounted read-only at `/usr/local/lib` (holds the stdlib zip), if the image needs one.
     pub stdlib_dir: Option<PathBuf>,
+    /// Data folders the stdlib zip ships as nested zips (matplotlib's `mpl-data.zip`), unpacked:
+    /// each host folder with the path, relative to the stdlib directory, where its package
+    /// looks for it (`python315.zip/matplotlib/mpl-data`). A package reads such data with
+    /// ordinary file calls, which cannot open a folder inside a zip; the sandbox mounts each
+    /// folder at that path.
+    pub data_dirs: Vec<(PathBuf, String)>,
 }
 
 impl ImageFiles {
@@ -256,12 +263,97 @@ pub fn prepare_image(kind: ImageKind, progress: Progress<'_>) -> Result<ImageFil
             &spec.module_sha256[..16]
         ));
     }
+    let data_dirs = match (spec.stdlib, &stdlib_dir) {
+        (Some((_, sha, name)), Some(lib)) => unpack_data_dirs(
+            &lib.join(name),
+            &dir.join(format!("data-{}", &sha[..16])),
+            name,
+        )?,
+        _ => Vec::new(),
+    };
     Ok(ImageFiles {
         kind,
         module,
         module_sha256: spec.module_sha256,
         stdlib_dir,
+        data_dirs,
     })
+}
+
+/// Unpacks each nested zip of the stdlib zip at `zip_path` that sits inside a package
+/// (`matplotlib/mpl-data.zip`) into a folder under `dest`, once: an index written last lists
+/// what is there. Returns the folders with their paths relative to the stdlib directory.
+fn unpack_data_dirs(
+    zip_path: &Path,
+    dest: &Path,
+    zip_name: &str,
+) -> Result<Vec<(PathBuf, String)>> {
+    let index = dest.join("index.json");
+    let members: Vec<String> = match std::fs::read(&index) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| SandboxError::Runtime(format!("read {}: {e}", index.display())))?,
+        Err(_) => {
+            let file =
+                std::fs::File::open(zip_path).map_err(SandboxError::io("open the stdlib zip"))?;
+            let mut archive = zip::ZipArchive::new(file)
+                .map_err(|e| SandboxError::Runtime(format!("read the stdlib zip: {e}")))?;
+            let members: Vec<String> = archive
+                .file_names()
+                .filter(|member| is_nested_data_zip(member))
+                .map(str::to_string)
+                .collect();
+            let staging = tempfile::Builder::new()
+                .prefix(".unpacking-")
+                .tempdir_in(assets::ensure_dir(dest)?)
+                .map_err(SandboxError::io("create a staging folder"))?;
+            for member in &members {
+                let mut bytes = Vec::new();
+                archive
+                    .by_name(member)
+                    .map_err(|e| SandboxError::Runtime(format!("read {member}: {e}")))?
+                    .read_to_end(&mut bytes)
+                    .map_err(SandboxError::io(format!("read {member}")))?;
+                let mut nested = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+                    .map_err(|e| SandboxError::Runtime(format!("read {member}: {e}")))?;
+                // `extract` keeps every entry inside the target (it skips names that leave it).
+                nested
+                    .extract(staging.path().join(data_dir_name(member)))
+                    .map_err(|e| SandboxError::Runtime(format!("unpack {member}: {e}")))?;
+            }
+            for member in &members {
+                let name = data_dir_name(member);
+                let target = dest.join(&name);
+                if !target.exists() {
+                    assets::ensure_dir(target.parent().unwrap_or(dest))?;
+                    std::fs::rename(staging.path().join(&name), &target)
+                        .map_err(SandboxError::io(format!("place {name}")))?;
+                }
+            }
+            let json = serde_json::to_vec(&members)
+                .map_err(|e| SandboxError::Runtime(format!("write the data index: {e}")))?;
+            std::fs::write(&index, json).map_err(SandboxError::io("write the data index"))?;
+            members
+        }
+    };
+    Ok(members
+        .iter()
+        .map(|member| {
+            let name = data_dir_name(member);
+            (dest.join(&name), format!("{zip_name}/{name}"))
+        })
+        .collect())
+}
+
+/// A nested zip inside a package of the stdlib zip (`pkg/data.zip`, not a top-level one).
+fn is_nested_data_zip(member: &str) -> bool {
+    member.strip_suffix(".zip").is_some_and(|stem| {
+        stem.contains('/') && stem.split('/').all(|part| !part.is_empty() && part != "..")
+    })
+}
+
+/// The folder a nested zip stands for: its member name without `.zip`.
+fn data_dir_name(member: &str) -> String {
+    member.trim_end_matches(".zip").to_string()
 }
 
 #[cfg(test)]
@@ -281,5 +373,18 @@ mod tests {
             ImageKind::Python312
         );
         assert!(ImageKind::parse("python-2.7").is_err());
+    }
+
+    #[test]
+    fn only_zips_inside_packages_are_data_folders() {
+        assert!(is_nested_data_zip("matplotlib/mpl-data.zip"));
+        assert!(is_nested_data_zip("pkg/sub/assets.zip"));
+        assert!(!is_nested_data_zip("top.zip"));
+        assert!(!is_nested_data_zip("pkg/../escape.zip"));
+        assert!(!is_nested_data_zip("pkg/module.pyc"));
+        assert_eq!(
+            data_dir_name("matplotlib/mpl-data.zip"),
+            "matplotlib/mpl-data"
+        );
     }
 }

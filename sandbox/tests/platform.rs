@@ -511,3 +511,29 @@ fn layers_are_site_packages_and_the_stdlib_is_the_stdlib() {
     );
     assert_eq!(report.passed, 3);
 }
+
+/// matplotlib, compiled into the image, reads its data folder (`mpl-data`: the default
+/// `matplotlibrc`, fonts, styles) with ordinary file calls beside its modules, inside the
+/// stdlib zip; the image ships that folder as a nested zip. Importing matplotlib failed with
+/// `NotADirectoryError`, and every conftest that configures it (networkx, pint) stopped the
+/// whole run.
+#[test]
+fn matplotlib_reads_its_data_folder_from_inside_the_stdlib_zip() {
+    let report = run(&[(
+        "test_plots.py",
+        "import matplotlib\n\nmatplotlib.use('Agg')\n\n\
+         def test_defaults_come_from_its_matplotlibrc():\n    \
+             assert matplotlib.rcParams['lines.linewidth'] == 1.5\n\n\n\
+         def test_a_figure_is_drawn():\n    \
+             import io\n    \
+             import matplotlib.pyplot as plt\n\n    \
+             fig, ax = plt.subplots()\n    \
+             ax.plot([1, 2, 3], [3, 1, 2])\n    \
+             ax.set_title('drawn')\n    \
+             out = io.BytesIO()\n    \
+             fig.savefig(out, format='png')\n    \
+             assert out.getvalue().startswith(b'\\x89PNG')\n",
+    )]);
+    assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", report.tests);
+    assert_eq!(report.passed, 2);
+}

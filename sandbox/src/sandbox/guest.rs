@@ -296,6 +296,18 @@ pub(super) fn build_wasi(
     open(&mut builder, mounts.deps, GUEST_DEPS, mounts.deps_writable)?;
     open(&mut builder, mounts.tmp, GUEST_TMP, true)?;
     open(&mut builder, mounts.work, GUEST_WORK, true)?;
+    // Last, so that the descriptors above keep their numbers: a data folder mounted at its
+    // path inside the stdlib zip (`/usr/local/lib/python315.zip/matplotlib/mpl-data`). The
+    // guest's libc resolves a path against the mount with the longest matching prefix, so
+    // file calls under that path reach the folder while imports still read the zip.
+    for (host, relative) in &image.data_dirs {
+        open(
+            &mut builder,
+            host,
+            &format!("{GUEST_STDLIB}/{relative}"),
+            false,
+        )?;
+    }
     // A command image reads these at every start. The 3.15 image runs in isolated mode and
     // ignores the WASI environment; the per-run prelude sets `os.environ` instead. Either way
     // string hashing is the same in every run, so set ordering (and the parametrize ids built

@@ -77,7 +77,19 @@ pub(super) fn load_or_build_snapshot(
         "{}-{}-{}-{}-{}",
         image.module_sha256,
         name(pytest_layer),
-        assets::sha256_bytes(format!("{SNAPSHOT_INIT}{PRELOAD_MODULES:?}").as_bytes()),
+        // The guest's libc keeps the mounts it saw in the snapshot: a change of mounts is
+        // a new snapshot.
+        assets::sha256_bytes(
+            format!(
+                "{SNAPSHOT_INIT}{PRELOAD_MODULES:?}{:?}",
+                image
+                    .data_dirs
+                    .iter()
+                    .map(|(_, guest)| guest)
+                    .collect::<Vec<_>>()
+            )
+            .as_bytes()
+        ),
         wasmtime_version(),
         engine_key(engine)
     );
