@@ -432,7 +432,8 @@ fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuratio
     // pytest-timeout and pytest-xdist are left out of test requirements (the sandbox's budget
     // and single process stand in for them). A project that loads them with `-p` in its
     // addopts, sets their ini keys under --strict-config and uses their markers under
-    // --strict-markers used to stop at configuration ("No module named 'timeout'").
+    // --strict-markers used to stop at configuration ("No module named 'timeout'"), and one
+    // that lists them in `required_plugins` with "Missing required plugins".
     let repo = write_repo(&[
         (
             "pyproject.toml",
@@ -441,6 +442,7 @@ fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuratio
              \"pytest-xdist\"]\n\n\
              [tool.pytest.ini_options]\n\
              addopts = \"-p timeout -p xdist --strict-config --strict-markers\"\n\
+             required_plugins = [\"pytest-timeout>=2\", \"pytest_xdist\", \"pytest-cov\"]\n\
              timeout = \"20\"\ntimeout_method = \"thread\"\nrsyncdirs = [\"src\"]\n",
         ),
         (

@@ -295,7 +295,50 @@ def _names_pytest_9_removed():
         monkeypatch.notset = compat.NOTSET
 
 
-for _adapt in (_names_pytest_9_removed,) + (
+def _required_plugins_the_sandbox_stands_in_for():
+    """A project's `required_plugins` naming a plugin the sandbox leaves out and stands in for
+    (pytest-timeout, pytest-xdist, pytest-cov: the sandbox's budget, one process) stopped the
+    run with "Missing required plugins". Those names leave the check; any other missing plugin
+    is still reported."""
+    from _pytest.config import Config
+
+    validate = Config._validate_plugins
+    if getattr(validate, "_frognano", False):
+        return
+
+    def _validate_plugins(self):
+        absent = {_distribution_of(module) for module, _names, _ini, _markers in _ABSENT_PLUGINS
+                  if _missing(module)}
+        getini = self.getini
+
+        def getini_without_absent(name):
+            value = getini(name)
+            if name == "required_plugins":
+                value = [r for r in value if _requirement_name(r) not in absent]
+            return value
+
+        self.getini = getini_without_absent
+        try:
+            return validate(self)
+        finally:
+            del self.getini
+
+    _validate_plugins._frognano = True
+    Config._validate_plugins = _validate_plugins
+
+
+def _distribution_of(module):
+    """The distribution of a plugin module in `_ABSENT_PLUGINS`, normalised."""
+    return "pytest-xdist" if module == "xdist" else module.replace("_", "-")
+
+
+def _requirement_name(requirement):
+    """The normalised distribution name a requirement string starts with."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
+
+
+for _adapt in (_names_pytest_9_removed, _required_plugins_the_sandbox_stands_in_for) + (
         () if _FD_CAPTURE else (_sys_capture_in_every_session,
                                 _no_session_loads_what_cannot_start_here,
                                 _filters_naming_absent_modules_match_nothing)):
