@@ -537,3 +537,27 @@ fn matplotlib_reads_its_data_folder_from_inside_the_stdlib_zip() {
     assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", report.tests);
     assert_eq!(report.passed, 2);
 }
+
+/// Suites written for Pythons before 3.10 import the ABC aliases from `collections` (passlib,
+/// funcsigs, deprecation) or use `typing.no_type_check_decorator` (incremental): the names are
+/// back, as the objects they were.
+#[test]
+fn names_the_standard_library_removed_since_python_3_9_are_back() {
+    let report = run(&[(
+        "test_old_names.py",
+        "import collections.abc\nimport typing\nfrom collections import Callable, MutableMapping\n\n\
+         def test_collections_aliases_are_the_abcs():\n    \
+             assert MutableMapping is collections.abc.MutableMapping\n    \
+             assert isinstance(len, Callable)\n    \
+             assert isinstance({}, collections.Mapping)\n\n\n\
+         def test_no_type_check_decorator_still_decorates():\n    \
+             def twice(f):\n        \
+                 return lambda x: f(f(x))\n\n    \
+             @typing.no_type_check_decorator(twice)\n    \
+             def inc(x: int) -> int:\n        \
+                 return x + 1\n\n    \
+             assert inc(1) == 3\n",
+    )]);
+    assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", report.tests);
+    assert_eq!(report.passed, 2);
+}

@@ -3,7 +3,9 @@ plugin loads (importing this module applies them; each is a no-op where the feat
 
 - asyncio's event loop starts without the socket pair WASI cannot open;
 - what an event loop hands its default executor runs at once where threads cannot start;
-- the process has one user, as a container has.
+- the process has one user, as a container has;
+- names the standard library removed after Python 3.9 that older suites still import
+  (`collections.Mapping` and the other ABC aliases, `typing.no_type_check_decorator`).
 
 Each failure to apply one is reported on stderr and leaves the standard library as it was.
 """
@@ -159,3 +161,38 @@ try:
     _a_single_user()
 except Exception as exc:
     sys.stderr.write("frognano: no user identity (%s: %s)\n" % (type(exc).__name__, exc))
+
+
+def _names_removed_since_python_3_9():
+    """Puts back names later Pythons removed that suites written for older ones still use: the
+    ABC aliases in `collections` (`from collections import Mapping`, removed in 3.10) and
+    `typing.no_type_check_decorator` (removed in 3.15). The interpreter here is newer than
+    most suites; without them a conftest or a test module stopped at import. Each is the
+    object (or the behaviour) the removed name had."""
+    import collections
+    import collections.abc
+    import functools
+    import typing
+
+    for name in collections.abc.__all__:
+        if not name.startswith("_") and not hasattr(collections, name):
+            setattr(collections, name, getattr(collections.abc, name))
+    if not hasattr(typing, "no_type_check_decorator"):
+
+        def no_type_check_decorator(decorator):
+            """Makes `decorator` give functions that type checkers do not check."""
+
+            @functools.wraps(decorator)
+            def wrapped_decorator(*args, **kwargs):
+                return typing.no_type_check(decorator(*args, **kwargs))
+
+            return wrapped_decorator
+
+        typing.no_type_check_decorator = no_type_check_decorator
+
+
+try:
+    _names_removed_since_python_3_9()
+except Exception as exc:
+    sys.stderr.write("frognano: removed names not restored (%s: %s)\n"
+                     % (type(exc).__name__, exc))
