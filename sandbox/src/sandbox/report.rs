@@ -294,12 +294,22 @@ fn usage_error(lines: &[&str]) -> String {
              repository's addopts"
         );
     }
-    match lines
-        .iter()
-        .find_map(|l| l.trim().strip_prefix("ERROR: "))
-        .map(str::trim)
-    {
-        Some(message) => format!(
+    let error_line = lines.iter().position(|l| l.trim().starts_with("ERROR: "));
+    match error_line.and_then(|at| Some((at, lines[at].trim().strip_prefix("ERROR: ")?.trim()))) {
+        // pytest spreads this one over several lines: the filter, then the exception.
+        Some((at, message)) if message.starts_with("while parsing the following warning") => {
+            let mut rest = lines[at + 1..]
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty());
+            let filter = rest.next().unwrap_or("?");
+            let cause = rest.last().unwrap_or("no reason given");
+            format!(
+                "pytest rejected the warning filter {filter:?} of the repository's pytest \
+                 configuration ({cause}): fix or remove that filterwarnings entry"
+            )
+        }
+        Some((_, message)) => format!(
             "pytest usage error: {message} (check [test] args and the test paths in \
              frognano.toml, and the repository's pytest configuration)"
         ),
@@ -435,6 +445,21 @@ mod tests {
         );
         let detail = ended(4, Vec::new(), "", "").detail.expect("detail");
         assert!(detail.contains("usage error (exit status 4)"), "{detail}");
+    }
+
+    #[test]
+    fn a_warning_filter_pytest_rejects_is_named_with_its_cause() {
+        let stderr = "ERROR: while parsing the following warning configuration:\n\n  \
+                      ignore::pkg.NoSuchWarning\n\nThis error occurred:\n\nTraceback (most \
+                      recent call last):\n  File \"x.py\", line 1, in <module>\n\
+                      AttributeError: module 'pkg' has no attribute 'NoSuchWarning'\n\n";
+        let detail = ended(4, Vec::new(), "", stderr).detail.expect("detail");
+        assert!(
+            detail.contains("\"ignore::pkg.NoSuchWarning\"")
+                && detail.contains("AttributeError: module 'pkg' has no attribute")
+                && detail.contains("filterwarnings"),
+            "{detail}"
+        );
     }
 
     #[test]
