@@ -451,7 +451,7 @@ impl Corpus {
         let mut request = TestRequest {
             limits: Some(limits),
             cancel: options.cancel.clone(),
-            pytest_args: clean_suite_args(),
+            pytest_args: frognano_sandbox::clean_suite_args(),
             ..TestRequest::default()
         };
         // A test that crashes the interpreter or reaches a limit stops the whole suite: it is
@@ -544,12 +544,6 @@ fn write_deselection(repo: &Path, deselected: &[ExcludedTest]) -> Result<()> {
         ids.join(", ")
     );
     fs::write(repo.join(CONFIG_FILE), text).map_err(CorpusError::io(format!("write {CONFIG_FILE}")))
-}
-
-/// The pytest arguments of an entry's clean suite, in the sandbox and natively: as grading,
-/// a module that fails to import fails only its own tests.
-pub(crate) fn clean_suite_args() -> Vec<String> {
-    vec!["--continue-on-collection-errors".to_string()]
 }
 
 /// Two specs of one id conflict when both pin a hash and the hashes differ, or they name

@@ -130,13 +130,13 @@ pub fn compare_native(
         &prepared,
         &TestRequest {
             limits: Some(limits),
-            pytest_args: crate::build::clean_suite_args(),
+            pytest_args: frognano_sandbox::clean_suite_args(),
             ..TestRequest::default()
         },
     )?;
     comparison.seconds.0 = started.elapsed().as_secs_f64();
     let mut args = prepared.pytest_args();
-    args.extend(crate::build::clean_suite_args());
+    args.extend(frognano_sandbox::clean_suite_args());
     let paths = prepared.native_python_path();
     let started = Instant::now();
     let native =

@@ -44,7 +44,7 @@ pub use requirements::{
 };
 pub use sandbox::{
     CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_TMP, GUEST_WORK, GuestRun, MAX_SHARDS,
-    PreparedRepo, Sandbox, SandboxOptions, TestRequest, grading_args,
+    PreparedRepo, Sandbox, SandboxOptions, TestRequest, clean_suite_args, grading_args,
 };
 
 /// Prepares every asset for the given image (fetch, verify, compile, snapshot) and reports

@@ -206,6 +206,34 @@ fn a_mutation_that_hangs_the_suite_is_rejected_not_waited_on() {
 }
 
 #[test]
+fn a_test_module_that_cannot_import_here_leaves_the_others_to_carry_tasks() {
+    // autopage's terminal tests import termios, which WASI lacks. The corpus build ran the
+    // suite with those modules failing alone (86 of 95 pass), but synthesis's intake ran it
+    // plainly: the collection errors stopped the session and the entry made no task.
+    let repo = common::write_repo(&[
+        (
+            "loops/__init__.py",
+            "def count_up(n):\n    total = 0\n    for i in range(n):\n        total += i\n    \
+             return total\n\n\ndef clamp(x, low, high):\n    if x < low:\n        return low\n    \
+             if x > high:\n        return high\n    return x\n",
+        ),
+        (
+            "tests/test_loops.py",
+            "from loops import clamp, count_up\n\n\ndef test_count():\n    \
+             assert count_up(4) == 6\n\n\ndef test_clamp():\n    \
+             assert [clamp(x, 0, 2) for x in (-1, 1, 3)] == [0, 1, 2]\n",
+        ),
+        (
+            "tests/test_terminal.py",
+            "import termios\n\n\ndef test_terminal():\n    assert termios\n",
+        ),
+    ]);
+    let (tasks, _) = synthesize(repo.path(), SynthConfig::default(), 2);
+    assert!(!tasks.is_empty());
+    common::assert_oracle_only(&tasks);
+}
+
+#[test]
 fn repositories_whose_suite_cannot_serve_are_explained() {
     let cases: [(&[(&str, &str)], &str); 3] = [
         (&[("pkg/__init__.py", "X = 1\n")], "collected no tests"),

@@ -32,7 +32,9 @@ use std::sync::Mutex;
 use wasmtime::{Engine, InstancePre, Linker};
 
 pub use guest::GuestRun;
-pub use options::{CancelFlag, MAX_SHARDS, SandboxOptions, TestRequest, grading_args};
+pub use options::{
+    CancelFlag, MAX_SHARDS, SandboxOptions, TestRequest, clean_suite_args, grading_args,
+};
 pub use prepare::PreparedRepo;
 
 use crate::assets::Progress;

@@ -68,13 +68,21 @@ pub const MAX_SHARDS: usize = 64;
 /// A flag that cancels the runs it was given to.
 pub type CancelFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
 
+/// The pytest arguments of a clean run of a whole suite (a corpus build, synthesis's intake, a
+/// native comparison), as grading runs it: a module that fails to import (it needs a feature
+/// or a compiled distribution WebAssembly lacks) fails only its own tests instead of stopping
+/// the collection of every other module.
+pub fn clean_suite_args() -> Vec<String> {
+    vec!["--continue-on-collection-errors".to_string()]
+}
+
 /// The pytest arguments of a grading run: every FAIL_TO_PASS and PASS_TO_PASS id once, in
 /// sorted order (a canonical order, so that task synthesis can validate a bug with exactly the
 /// run that grades it), and a module that fails to import fails only its own tests.
 pub fn grading_args(fail_to_pass: &[String], pass_to_pass: &[String]) -> Vec<String> {
     let ids: std::collections::BTreeSet<&String> =
         fail_to_pass.iter().chain(pass_to_pass).collect();
-    let mut args = vec!["--continue-on-collection-errors".to_string()];
+    let mut args = clean_suite_args();
     args.extend(ids.into_iter().cloned());
     args
 }
