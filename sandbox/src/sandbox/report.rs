@@ -303,7 +303,7 @@ fn usage_error(lines: &[&str]) -> String {
                 .map(|l| l.trim())
                 .filter(|l| !l.is_empty());
             let filter = rest.next().unwrap_or("?");
-            let cause = rest.last().unwrap_or("no reason given");
+            let cause = rest.next_back().unwrap_or("no reason given");
             format!(
                 "pytest rejected the warning filter {filter:?} of the repository's pytest \
                  configuration ({cause}): fix or remove that filterwarnings entry"
