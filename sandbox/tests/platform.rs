@@ -561,3 +561,44 @@ fn names_the_standard_library_removed_since_python_3_9_are_back() {
     assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", report.tests);
     assert_eq!(report.passed, 2);
 }
+
+/// Code that looks for an optional program by running it and catches `FileNotFoundError`
+/// (networkx's conftest runs `dot -V`) goes on without it, as on a machine without the
+/// program; a test that needs a process still fails, labelled `subprocesses`.
+#[test]
+fn starting_a_program_fails_as_where_it_is_not_installed() {
+    let report = run(&[(
+        "test_programs.py",
+        "import subprocess\n\nimport pytest\n\ntry:\n    \
+             subprocess.check_output(['dot', '-V'])\n    HAS_DOT = True\n\
+         except FileNotFoundError:\n    HAS_DOT = False\n\n\n\
+         def test_the_probe_found_no_program():\n    assert HAS_DOT is False\n\n\n\
+         def test_a_missing_program_is_not_found():\n    \
+             with pytest.raises(FileNotFoundError):\n        \
+                 subprocess.run(['git', 'status'], shell=False)\n\n\n\
+         def test_running_a_program_is_labelled():\n    \
+             subprocess.run('echo hello', shell=True, check=True)\n",
+    )]);
+    let outcomes = outcomes(&report);
+    let outcome = |name: &str| {
+        outcomes
+            .iter()
+            .find(|(id, _)| id.ends_with(name))
+            .map(|(_, o)| o.clone())
+    };
+    assert_eq!(
+        outcome("test_the_probe_found_no_program"),
+        Some((TestOutcome::Passed, None)),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcome("test_a_missing_program_is_not_found"),
+        Some((TestOutcome::Passed, None)),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcome("test_running_a_program_is_labelled"),
+        Some((TestOutcome::Failed, Some("subprocesses".to_string()))),
+        "{outcomes:?}"
+    );
+}

@@ -4,6 +4,7 @@ plugin loads (importing this module applies them; each is a no-op where the feat
 - asyncio's event loop starts without the socket pair WASI cannot open;
 - what an event loop hands its default executor runs at once where threads cannot start;
 - the process has one user, as a container has;
+- starting a program fails as it does where the program is not installed;
 - names the standard library removed after Python 3.9 that older suites still import
   (`collections.Mapping` and the other ABC aliases, `typing.no_type_check_decorator`).
 
@@ -195,4 +196,44 @@ try:
     _names_removed_since_python_3_9()
 except Exception as exc:
     sys.stderr.write("frognano: removed names not restored (%s: %s)\n"
+                     % (type(exc).__name__, exc))
+
+
+def _no_program_is_found():
+    """Makes starting a program fail as it does where the program is not installed. WASI runs
+    no processes, and `subprocess.Popen` raised a bare OSError for it; code that looks for an
+    optional tool by running it (networkx's conftest runs `dot -V` and catches
+    `FileNotFoundError`) stopped there instead of going on without the tool. The error is now a
+    `FileNotFoundError`, still saying that processes are unsupported (a test that needs one is
+    labelled `subprocesses`)."""
+    import errno
+    import subprocess
+
+    init = subprocess.Popen.__init__
+    if getattr(init, "_frognano", False):
+        return
+
+    def __init__(self, args, *rest, **options):
+        try:
+            init(self, args, *rest, **options)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if "does not support processes" not in str(exc):
+                raise
+            program = options.get("executable") or args
+            if not isinstance(program, (str, bytes, os.PathLike)):
+                program = next(iter(program), "")
+            raise FileNotFoundError(
+                errno.ENOENT, "wasi does not support processes, so no program is found",
+                os.fsdecode(program)) from exc
+
+    __init__._frognano = True
+    subprocess.Popen.__init__ = __init__
+
+
+try:
+    _no_program_is_found()
+except Exception as exc:
+    sys.stderr.write("frognano: subprocess left unchanged (%s: %s)\n"
                      % (type(exc).__name__, exc))
