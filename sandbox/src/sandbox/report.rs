@@ -272,6 +272,17 @@ fn quoted_after(line: &str, prefix: &str) -> Option<String> {
     Some(rest[..rest.find('\'')?].to_string())
 }
 
+/// A traceback's last line: `SomeError: message` (a dotted name ending like an exception's).
+fn is_exception_line(line: &str) -> bool {
+    line.split_once(':').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.contains(char::is_whitespace)
+            && ["Error", "Exception", "Warning", "Exit", "Interrupt"]
+                .iter()
+                .any(|end| name.ends_with(end))
+    })
+}
+
 /// pytest's own "ERROR: ..." explanation of a usage error, and what to change.
 fn usage_error(lines: &[&str]) -> String {
     let error = lines
@@ -303,7 +314,11 @@ fn usage_error(lines: &[&str]) -> String {
                 .map(|l| l.trim())
                 .filter(|l| !l.is_empty());
             let filter = rest.next().unwrap_or("?");
-            let cause = rest.next_back().unwrap_or("no reason given");
+            let cause = rest
+                .clone()
+                .rfind(|line| is_exception_line(line))
+                .or_else(|| rest.next_back())
+                .unwrap_or("no reason given");
             format!(
                 "pytest rejected the warning filter {filter:?} of the repository's pytest \
                  configuration ({cause}): fix or remove that filterwarnings entry"
@@ -452,7 +467,8 @@ mod tests {
         let stderr = "ERROR: while parsing the following warning configuration:\n\n  \
                       ignore::pkg.NoSuchWarning\n\nThis error occurred:\n\nTraceback (most \
                       recent call last):\n  File \"x.py\", line 1, in <module>\n\
-                      AttributeError: module 'pkg' has no attribute 'NoSuchWarning'\n\n";
+                      AttributeError: module 'pkg' has no attribute 'NoSuchWarning'\n\n\
+                      (exit status 4)\n";
         let detail = ended(4, Vec::new(), "", stderr).detail.expect("detail");
         assert!(
             detail.contains("\"ignore::pkg.NoSuchWarning\"")
