@@ -428,6 +428,23 @@ fn a_warning_filter_naming_an_absent_module_and_pytest_8_private_names_break_no_
 }
 
 #[test]
+fn test_cases_whose_constructor_rejects_run_test_are_collected() {
+    // pytest 8 and later make each TestCase class's placeholder as `cls("runTest")`; unittest2
+    // test cases (deprecation, funcsigs, jaydebeapi) and bases that check the name reject it.
+    let repo = write_repo(&[(
+        "tests/test_strict.py",
+        "import unittest\n\n\nclass StrictCase(unittest.TestCase):\n    \
+         def __init__(self, methodName):\n        if not hasattr(self, methodName):\n            \
+         raise ValueError('no such test method in %s: %s' % (type(self), methodName))\n        \
+         super().__init__(methodName)\n\n\nclass TestStrict(StrictCase):\n    \
+         def test_one(self):\n        self.assertEqual(1 + 1, 2)\n\n    \
+         def test_two(self):\n        self.assertTrue(True)\n",
+    )]);
+    let report = common::run_clean(repo.path());
+    common::assert_passed(&report, 2);
+}
+
+#[test]
 fn plugins_left_out_of_the_layer_can_still_be_named_by_the_projects_configuration() {
     // pytest-timeout and pytest-xdist are left out of test requirements (the sandbox's budget
     // and single process stand in for them). A project that loads them with `-p` in its
