@@ -22,6 +22,12 @@ fn run_with(files: &[(&str, &str)], pytest_args: &[&str]) -> TestReport {
         .expect("run")
 }
 
+/// Asserts that the run passed with `count` passing tests.
+fn assert_all_passed(report: &TestReport, count: usize) {
+    assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", report.tests);
+    assert_eq!(report.passed, count);
+}
+
 /// `id -> (outcome, platform label)` of every test of `report`.
 fn outcomes(report: &TestReport) -> BTreeMap<String, (TestOutcome, Option<String>)> {
     report
@@ -503,13 +509,7 @@ fn layers_are_site_packages_and_the_stdlib_is_the_stdlib() {
              installed = {Path(sysconfig.get_path(k)) for k in ('purelib', 'platlib', 'stdlib', 'platstdlib')}\n    \
              assert not any(here.is_relative_to(p) for p in installed)\n",
     )]);
-    assert_eq!(
-        report.outcome,
-        RunOutcome::Passed,
-        "{:?}",
-        outcomes(&report)
-    );
-    assert_eq!(report.passed, 3);
+    assert_all_passed(&report, 3);
 }
 
 /// matplotlib, compiled into the image, reads its data folder (`mpl-data`: the default
@@ -534,8 +534,7 @@ fn matplotlib_reads_its_data_folder_from_inside_the_stdlib_zip() {
              fig.savefig(out, format='png')\n    \
              assert out.getvalue().startswith(b'\\x89PNG')\n",
     )]);
-    assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", report.tests);
-    assert_eq!(report.passed, 2);
+    assert_all_passed(&report, 2);
 }
 
 /// Suites written for Pythons before 3.10 import the ABC aliases from `collections` (passlib,
@@ -558,8 +557,7 @@ fn names_the_standard_library_removed_since_python_3_9_are_back() {
                  return x + 1\n\n    \
              assert inc(1) == 3\n",
     )]);
-    assert_eq!(report.outcome, RunOutcome::Passed, "{:?}", report.tests);
-    assert_eq!(report.passed, 2);
+    assert_all_passed(&report, 2);
 }
 
 /// Code that looks for an optional program by running it and catches `FileNotFoundError`
