@@ -51,6 +51,12 @@ const SSL_STAND_IN_SOURCE: &str = include_str!("guest/ssl_stand_in.py");
 /// Stand-ins the plugin applies for what WASI lacks (an event loop without a socket pair, the
 /// default executor inline, a single user), imported by the plugin from beside it.
 const PLATFORM_SHIMS_SOURCE: &str = include_str!("guest/platform_shims.py");
+/// Adaptations to a pytest and a Python newer than most suites (names they still import,
+/// pytest's `runTest` placeholder, `required_plugins`), imported by the plugin from beside it,
+/// natively too.
+pub const PYTEST_COMPAT_SOURCE: &str = include_str!("guest/pytest_compat.py");
+/// Module name of those adaptations inside the guest (and beside a native run's plugin).
+pub const PYTEST_COMPAT_MODULE: &str = "_frognano_pytest_compat";
 
 /// Distribution names the pytest layer already provides (normalised).
 pub fn provided_by_pytest_layer(name: &str) -> bool {
@@ -73,6 +79,7 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
     key.push_str(PLUGIN_SOURCE);
     key.push_str(SSL_STAND_IN_SOURCE);
     key.push_str(PLATFORM_SHIMS_SOURCE);
+    key.push_str(PYTEST_COMPAT_SOURCE);
     let dir = layer_dir("pytest", &key);
     if dir.join(".complete").is_file() {
         return Ok(dir);
@@ -89,6 +96,7 @@ pub fn prepare_pytest_layer(progress: Progress<'_>) -> Result<PathBuf> {
                 "_frognano_platform_shims.py".to_string(),
                 PLATFORM_SHIMS_SOURCE,
             ),
+            (format!("{PYTEST_COMPAT_MODULE}.py"), PYTEST_COMPAT_SOURCE),
         ],
     )?;
     Ok(dir)

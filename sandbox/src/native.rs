@@ -80,6 +80,13 @@ impl NativeSuite {
             layers::PLUGIN_SOURCE,
         )
         .map_err(|e| io("write the plugin", e))?;
+        std::fs::write(
+            plugin
+                .path()
+                .join(format!("{}.py", layers::PYTEST_COMPAT_MODULE)),
+            layers::PYTEST_COMPAT_SOURCE,
+        )
+        .map_err(|e| io("write the plugin's adaptations", e))?;
         let mut python_path = vec![plugin.path().to_path_buf()];
         python_path.extend(extra_paths.iter().map(|p| {
             if p.is_absolute() {

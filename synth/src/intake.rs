@@ -79,7 +79,14 @@ fn cache_path(repo: &CleanRepo, image: &str) -> std::path::PathBuf {
     let key = format!(
         "{INTAKE_FORMAT}\n{}\n{image}\n{}",
         repo.content_hash,
-        assets::sha256_bytes(frognano_sandbox::layers::PLUGIN_SOURCE.as_bytes())
+        assets::sha256_bytes(
+            format!(
+                "{}{}",
+                frognano_sandbox::layers::PLUGIN_SOURCE,
+                frognano_sandbox::layers::PYTEST_COMPAT_SOURCE
+            )
+            .as_bytes()
+        )
     );
     let digest = assets::sha256_bytes(key.as_bytes());
     assets::cache_dir()

@@ -249,136 +249,33 @@ def _no_session_loads_what_cannot_start_here():
     config.default_plugins = tuple(p for p in config.default_plugins if p not in unusable)
 
 
-def _filters_naming_absent_modules_match_nothing():
-    """A warning filter whose category lives in a module that cannot be imported here (trio,
-    left out because it cannot run in WASI) made pytest warn "Failed to import filter module"
-    while applying the filters; under an earlier `error` filter that warning became an error in
-    every test. Such a filter now names a category no code raises, so it matches nothing: the
-    module's own warnings cannot occur where the module cannot be imported."""
-    from _pytest import config as pytest_config
-    from _pytest import warnings as pytest_warnings
-
-    parse = pytest_config.parse_warning_filter
-    if getattr(parse, "_frognano", False):
-        return
-
-    class _NeverRaised(Warning):
-        """The category of a filter whose own category could not be imported."""
-
-    def parse_warning_filter(arg, *, escape):
-        try:
-            return parse(arg, escape=escape)
-        except ImportError:
-            action, message, _category, module, lineno = parse(
-                _without_category(arg), escape=escape)
-            return action, message, _NeverRaised, module, lineno
-
-    parse_warning_filter._frognano = True
-    pytest_config.parse_warning_filter = parse_warning_filter
-    pytest_warnings.parse_warning_filter = parse_warning_filter
-
-
-def _without_category(arg):
-    """`arg` (`action:message:category:module:line`) with its category field emptied."""
-    parts = arg.split(":")
-    if len(parts) > 2:
-        parts[2] = ""
-    return ":".join(parts)
-
-
-def _names_pytest_9_removed():
-    """Private names of pytest that conftests import and pytest 9 renamed: flask's conftest
-    reads `_pytest.monkeypatch.notset`, now `_pytest.compat.NOTSET`."""
-    from _pytest import compat, monkeypatch
-
-    if not hasattr(monkeypatch, "notset") and hasattr(compat, "NOTSET"):
-        monkeypatch.notset = compat.NOTSET
-
-
-def _required_plugins_the_sandbox_stands_in_for():
-    """A project's `required_plugins` naming a plugin the sandbox leaves out and stands in for
-    (pytest-timeout, pytest-xdist, pytest-cov: the sandbox's budget, one process) stopped the
-    run with "Missing required plugins". Those names leave the check; any other missing plugin
-    is still reported."""
-    from _pytest.config import Config
-
-    validate = Config._validate_plugins
-    if getattr(validate, "_frognano", False):
-        return
-
-    def _validate_plugins(self):
-        absent = {_distribution_of(module) for module, _names, _ini, _markers in _ABSENT_PLUGINS
-                  if _missing(module)}
-        getini = self.getini
-
-        def getini_without_absent(name):
-            value = getini(name)
-            if name == "required_plugins":
-                value = [r for r in value if _requirement_name(r) not in absent]
-            return value
-
-        self.getini = getini_without_absent
-        try:
-            return validate(self)
-        finally:
-            del self.getini
-
-    _validate_plugins._frognano = True
-    Config._validate_plugins = _validate_plugins
-
-
 def _distribution_of(module):
     """The distribution of a plugin module in `_ABSENT_PLUGINS`, normalised."""
     return "pytest-xdist" if module == "xdist" else module.replace("_", "-")
 
 
-def _requirement_name(requirement):
-    """The normalised distribution name a requirement string starts with."""
-    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
+def _absent_distributions():
+    """The normalised names of the plugins the sandbox leaves out here and stands in for."""
+    return {_distribution_of(module) for module, _names, _ini, _markers in _ABSENT_PLUGINS
+            if _missing(module)}
 
 
-def _test_cases_that_reject_run_test_still_collect():
-    """pytest 8 and later make a placeholder instance of each `TestCase` class as
-    `cls("runTest")`, which the standard library's `TestCase` accepts. Test cases built on
-    unittest2 (deprecation, funcsigs, jaydebeapi) or on a base whose constructor checks the
-    name reject it, and every class failed at collection ("no such test method ...: runTest").
-    Such a class now gets its placeholder from its first test method (a base class with none,
-    an instance whose constructor did not run)."""
-    from _pytest.unittest import UnitTestCase
-
-    newinstance = UnitTestCase.newinstance
-    if getattr(newinstance, "_frognano", False):
-        return
-
-    def placeholder(self):
+if not _FD_CAPTURE:
+    for _adapt in (_sys_capture_in_every_session, _no_session_loads_what_cannot_start_here):
         try:
-            return newinstance(self)
-        except ValueError as exc:
-            if "runTest" not in str(exc):
-                raise
-            import unittest
+            _adapt()
+        except Exception as exc:  # another pytest's internals: the sandbox's session still works
+            sys.stderr.write("frognano: %s not applied (%s: %s)\n"
+                             % (_adapt.__name__, type(exc).__name__, exc))
 
-            names = unittest.TestLoader().getTestCaseNames(self.obj)
-            if names:
-                return self.obj(names[0])
-            # A base class with no tests: pytest only reads its fixtures off the placeholder.
-            return self.obj.__new__(self.obj)
-
-    placeholder._frognano = True
-    UnitTestCase.newinstance = placeholder
-
-
-for _adapt in (_names_pytest_9_removed, _required_plugins_the_sandbox_stands_in_for,
-               _test_cases_that_reject_run_test_still_collect) + (
-        () if _FD_CAPTURE else (_sys_capture_in_every_session,
-                                _no_session_loads_what_cannot_start_here,
-                                _filters_naming_absent_modules_match_nothing)):
-    try:
-        _adapt()
-    except Exception as exc:  # another pytest's internals: the sandbox's session still works
-        sys.stderr.write("frognano: %s not applied (%s: %s)\n"
-                         % (_adapt.__name__, type(exc).__name__, exc))
+# Adaptations to a pytest and a Python newer than the suites, in their own module, which the
+# pytest layer (and a native run) ships beside this one.
+try:
+    import _frognano_pytest_compat
+except ImportError:
+    pass
+else:
+    _frognano_pytest_compat.apply(not _FD_CAPTURE, _absent_distributions)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
