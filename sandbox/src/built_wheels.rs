@@ -221,15 +221,12 @@ mod tests {
 
     /// A wheel of `members` (name, text) tagged for this platform, in `dir`.
     fn platform_wheel(dir: &Path, members: &[(&str, &str)]) -> PathBuf {
-        use std::io::Write;
         let path = dir.join("zope.interface-8.0-cp311-cp311-linux_x86_64.whl");
-        let mut zip = zip::ZipWriter::new(fs::File::create(&path).expect("create"));
-        for (name, text) in members {
-            zip.start_file(*name, zip::write::SimpleFileOptions::default())
-                .expect("member");
-            zip.write_all(text.as_bytes()).expect("write");
-        }
-        zip.finish().expect("finish");
+        let members: Vec<(&str, &[u8])> = members
+            .iter()
+            .map(|(name, text)| (*name, text.as_bytes()))
+            .collect();
+        crate::test_zip::write_zip(&path, &members);
         path
     }
 

@@ -281,67 +281,81 @@ pub fn prepare_image(kind: ImageKind, progress: Progress<'_>) -> Result<ImageFil
 }
 
 /// Unpacks each nested zip of the stdlib zip at `zip_path` that sits inside a package
-/// (`matplotlib/mpl-data.zip`) into a folder under `dest`, once: an index written last lists
-/// what is there. Returns the folders with their paths relative to the stdlib directory.
+/// (`matplotlib/mpl-data.zip`) into a folder under `dest`, once: `dest` is a cache directory
+/// made whole beside itself and moved into place (several processes may unpack at once), with
+/// an index of what is there. A folder gone missing since makes it unpack again. Returns the
+/// folders with their paths relative to the stdlib directory.
 fn unpack_data_dirs(
     zip_path: &Path,
     dest: &Path,
     zip_name: &str,
 ) -> Result<Vec<(PathBuf, String)>> {
-    let index = dest.join("index.json");
-    let members: Vec<String> = match std::fs::read(&index) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| SandboxError::Runtime(format!("read {}: {e}", index.display())))?,
-        Err(_) => {
-            let file =
-                std::fs::File::open(zip_path).map_err(SandboxError::io("open the stdlib zip"))?;
-            let mut archive = zip::ZipArchive::new(file)
-                .map_err(|e| SandboxError::Runtime(format!("read the stdlib zip: {e}")))?;
-            let members: Vec<String> = archive
-                .file_names()
-                .filter(|member| is_nested_data_zip(member))
-                .map(str::to_string)
-                .collect();
-            let staging = tempfile::Builder::new()
-                .prefix(".unpacking-")
-                .tempdir_in(assets::ensure_dir(dest)?)
-                .map_err(SandboxError::io("create a staging folder"))?;
-            for member in &members {
-                let mut bytes = Vec::new();
-                archive
-                    .by_name(member)
-                    .map_err(|e| SandboxError::Runtime(format!("read {member}: {e}")))?
-                    .read_to_end(&mut bytes)
-                    .map_err(SandboxError::io(format!("read {member}")))?;
-                let mut nested = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-                    .map_err(|e| SandboxError::Runtime(format!("read {member}: {e}")))?;
-                // `extract` keeps every entry inside the target (it skips names that leave it).
-                nested
-                    .extract(staging.path().join(data_dir_name(member)))
-                    .map_err(|e| SandboxError::Runtime(format!("unpack {member}: {e}")))?;
-            }
-            for member in &members {
+    let folders = |members: Vec<String>| -> Vec<(PathBuf, String)> {
+        members
+            .iter()
+            .map(|member| {
                 let name = data_dir_name(member);
-                let target = dest.join(&name);
-                if !target.exists() {
-                    assets::ensure_dir(target.parent().unwrap_or(dest))?;
-                    std::fs::rename(staging.path().join(&name), &target)
-                        .map_err(SandboxError::io(format!("place {name}")))?;
-                }
-            }
-            let json = serde_json::to_vec(&members)
-                .map_err(|e| SandboxError::Runtime(format!("write the data index: {e}")))?;
-            std::fs::write(&index, json).map_err(SandboxError::io("write the data index"))?;
-            members
-        }
+                (dest.join(&name), format!("{zip_name}/{name}"))
+            })
+            .collect()
     };
-    Ok(members
-        .iter()
-        .map(|member| {
-            let name = data_dir_name(member);
-            (dest.join(&name), format!("{zip_name}/{name}"))
-        })
-        .collect())
+    if let Some(members) = read_data_index(dest)? {
+        let found = folders(members);
+        if found.iter().all(|(folder, _)| folder.is_dir()) {
+            return Ok(found);
+        }
+        std::fs::remove_dir_all(dest)
+            .map_err(SandboxError::io(format!("remove {}", dest.display())))?;
+    }
+    crate::layers::fill_cache_dir(dest, |staging| {
+        let file =
+            std::fs::File::open(zip_path).map_err(SandboxError::io("open the stdlib zip"))?;
+        let mut archive = zip::ZipArchive::new(file)
+            .map_err(|e| SandboxError::Runtime(format!("read the stdlib zip: {e}")))?;
+        let members: Vec<String> = archive
+            .file_names()
+            .filter(|member| is_nested_data_zip(member))
+            .map(str::to_string)
+            .collect();
+        for member in &members {
+            let mut bytes = Vec::new();
+            archive
+                .by_name(member)
+                .map_err(|e| SandboxError::Runtime(format!("read {member}: {e}")))?
+                .read_to_end(&mut bytes)
+                .map_err(SandboxError::io(format!("read {member}")))?;
+            let mut nested = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+                .map_err(|e| SandboxError::Runtime(format!("read {member}: {e}")))?;
+            // `extract` keeps every entry inside the target (it skips names that leave it).
+            nested
+                .extract(staging.join(data_dir_name(member)))
+                .map_err(|e| SandboxError::Runtime(format!("unpack {member}: {e}")))?;
+        }
+        let json = serde_json::to_vec(&members)
+            .map_err(|e| SandboxError::Runtime(format!("write the data index: {e}")))?;
+        std::fs::write(staging.join(DATA_INDEX), json)
+            .map_err(SandboxError::io("write the data index"))
+    })?;
+    let members = read_data_index(dest)?
+        .ok_or_else(|| SandboxError::Runtime(format!("{} has no data index", dest.display())))?;
+    Ok(folders(members))
+}
+
+/// The index a complete data folder keeps of the nested zips it unpacked.
+const DATA_INDEX: &str = "index.json";
+
+/// The members listed by the data folder `dest`, or `None` when it is not complete (an
+/// earlier layout without the completion mark counts as not complete).
+fn read_data_index(dest: &Path) -> Result<Option<Vec<String>>> {
+    if !dest.join(".complete").is_file() {
+        return Ok(None);
+    }
+    let index = dest.join(DATA_INDEX);
+    let bytes =
+        std::fs::read(&index).map_err(SandboxError::io(format!("read {}", index.display())))?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| SandboxError::Runtime(format!("read {}: {e}", index.display())))
 }
 
 /// A nested zip inside a package of the stdlib zip (`pkg/data.zip`, not a top-level one).
@@ -359,6 +373,7 @@ fn data_dir_name(member: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_zip::write_zip;
 
     #[test]
     fn parse_names() {
@@ -386,5 +401,42 @@ mod tests {
             data_dir_name("matplotlib/mpl-data.zip"),
             "matplotlib/mpl-data"
         );
+    }
+
+    #[test]
+    fn data_folders_unpack_once_at_the_same_time_and_again_when_removed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let nested = dir.path().join("nested.zip");
+        write_zip(&nested, &[("fonts/a.txt", b"glyphs".as_slice())]);
+        let stdlib = dir.path().join("lib.zip");
+        let nested_bytes = std::fs::read(&nested).expect("read nested");
+        write_zip(
+            &stdlib,
+            &[("pkg/data.zip", &nested_bytes), ("top.zip", b"".as_slice())],
+        );
+        let dest = dir.path().join("cache/data-1");
+        // Several processes may prepare the same image at once: every caller gets the folders.
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let calls: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| unpack_data_dirs(&stdlib, &dest, "lib.zip")))
+                .collect();
+            calls
+                .into_iter()
+                .map(|c| c.join().expect("thread"))
+                .collect()
+        });
+        let expected = vec![(dest.join("pkg/data"), "lib.zip/pkg/data".to_string())];
+        for result in results {
+            assert_eq!(result.expect("unpacked"), expected);
+        }
+        let unpacked = dest.join("pkg/data/fonts/a.txt");
+        assert_eq!(std::fs::read(&unpacked).expect("unpacked file"), b"glyphs");
+        // A later call reads the index; a folder removed since is unpacked again.
+        std::fs::remove_dir_all(dest.join("pkg")).expect("remove a folder");
+        assert_eq!(
+            unpack_data_dirs(&stdlib, &dest, "lib.zip").expect("again"),
+            expected
+        );
+        assert!(unpacked.is_file());
     }
 }

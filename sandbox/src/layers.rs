@@ -496,7 +496,7 @@ fn build_layer(dir: &Path, wheels: &[PathBuf], extra: &[(String, &str)]) -> Resu
 /// Makes the cache directory `dir`: `fill` writes its files into a fresh staging directory
 /// beside it, which is marked complete and then moved into place, so that a directory found
 /// complete is whole even when several processes make it at once.
-fn fill_cache_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+pub(crate) fn fill_cache_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     assets::ensure_dir(parent)?;
     let staging = tempfile::Builder::new()

@@ -52,3 +52,20 @@ pub use sandbox::{
 pub fn setup(options: SandboxOptions, progress: assets::Progress<'_>) -> Result<Sandbox> {
     Sandbox::new(options, progress)
 }
+
+#[cfg(test)]
+pub(crate) mod test_zip {
+    use std::path::Path;
+
+    /// Writes a zip at `path` holding `members` (name, bytes).
+    pub(crate) fn write_zip(path: &Path, members: &[(&str, &[u8])]) {
+        use std::io::Write;
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).expect("create zip"));
+        for (name, bytes) in members {
+            zip.start_file(*name, zip::write::SimpleFileOptions::default())
+                .expect("start member");
+            zip.write_all(bytes).expect("write member");
+        }
+        zip.finish().expect("finish zip");
+    }
+}

@@ -131,14 +131,14 @@ def _test_cases_that_reject_run_test_still_collect():
 def apply(in_sandbox, absent_distributions):
     """Applies the adaptations: `absent_distributions()` gives the normalised names of the
     plugins the sandbox stands in for; `in_sandbox` adds those only the sandbox needs."""
-    adaptations = [_names_pytest_9_removed,
-                   lambda: _required_plugins_the_sandbox_stands_in_for(absent_distributions),
-                   _test_cases_that_reject_run_test_still_collect]
+    adaptations = [(_names_pytest_9_removed, ()),
+                   (_required_plugins_the_sandbox_stands_in_for, (absent_distributions,)),
+                   (_test_cases_that_reject_run_test_still_collect, ())]
     if in_sandbox:
-        adaptations.append(_filters_naming_absent_modules_match_nothing)
-    for adapt in adaptations:
+        adaptations.append((_filters_naming_absent_modules_match_nothing, ()))
+    for adapt, args in adaptations:
         try:
-            adapt()
+            adapt(*args)
         except Exception as exc:  # another pytest's internals: the session still works
-            sys.stderr.write("frognano: a compatibility adaptation was not applied (%s: %s)\n"
-                             % (type(exc).__name__, exc))
+            sys.stderr.write("frognano: the compatibility adaptation %s was not applied (%s: %s)\n"
+                             % (adapt.__name__.lstrip("_"), type(exc).__name__, exc))
