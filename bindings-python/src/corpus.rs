@@ -145,10 +145,7 @@ fn open(py: Python<'_>, path: &Path) -> PyResult<Corpus> {
 
 /// Adds this module's functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(corpus_add, m)?)?;
-    m.add_function(wrap_pyfunction!(corpus_entries, m)?)?;
-    m.add_function(wrap_pyfunction!(corpus_build, m)?)?;
-    m.add_function(wrap_pyfunction!(corpus_summary, m)?)?;
-    m.add_function(wrap_pyfunction!(read_corpus_summary, m)?)?;
+    add_functions!(m: corpus_add, corpus_entries, corpus_build, corpus_summary,
+        read_corpus_summary);
     Ok(())
 }

@@ -430,13 +430,7 @@ fn parse_action<'py>(py: Python<'py>, action: Bound<'py, PyAny>) -> PyResult<Bou
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRepoEnv>()?;
     m.add_class::<PyEnvPool>()?;
-    m.add_function(wrap_pyfunction!(evaluate, m)?)?;
-    m.add_function(wrap_pyfunction!(eval_report, m)?)?;
-    m.add_function(wrap_pyfunction!(load_tasks, m)?)?;
-    m.add_function(wrap_pyfunction!(save_tasks, m)?)?;
-    m.add_function(wrap_pyfunction!(to_swe_bench, m)?)?;
-    m.add_function(wrap_pyfunction!(tool_instructions, m)?)?;
-    m.add_function(wrap_pyfunction!(tool_schemas, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_action, m)?)?;
+    add_functions!(m: evaluate, eval_report, load_tasks, save_tasks, to_swe_bench,
+        tool_instructions, tool_schemas, parse_action);
     Ok(())
 }

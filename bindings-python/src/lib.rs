@@ -10,6 +10,13 @@
 
 use pyo3::prelude::*;
 
+/// `add_functions!(module: f, g, ...)`: adds each `#[pyfunction]` to the module.
+macro_rules! add_functions {
+    ($module:ident: $($function:ident),+ $(,)?) => {
+        $($module.add_function(pyo3::wrap_pyfunction!($function, $module)?)?;)+
+    };
+}
+
 mod convert;
 mod corpus;
 mod curriculum;
@@ -25,22 +32,31 @@ mod synth;
 mod tokens;
 mod train;
 
+/// What each part of the SDK registers itself with.
+type Register = fn(&Bound<'_, PyModule>) -> PyResult<()>;
+
 /// The native module; `frognano/__init__.py` re-exports it.
 #[pymodule]
 fn _frognano(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::load(m.py())?;
-    sandbox::register(m)?;
-    env::register(m)?;
-    synth::register(m)?;
-    corpus::register(m)?;
-    policy::register(m)?;
-    model::register(m)?;
-    llm::register(m)?;
-    learning::register(m)?;
-    served::register(m)?;
-    curriculum::register(m)?;
-    train::register(m)?;
-    tokens::register(m)?;
+    // Each part of the SDK adds its own classes and functions.
+    let parts: &[Register] = &[
+        sandbox::register,
+        env::register,
+        synth::register,
+        corpus::register,
+        policy::register,
+        model::register,
+        llm::register,
+        learning::register,
+        served::register,
+        curriculum::register,
+        train::register,
+        tokens::register,
+    ];
+    for register in parts {
+        register(m)?;
+    }
     Ok(())
 }

@@ -418,11 +418,7 @@ fn _converter_script(py: Python<'_>) -> PyResult<String> {
 /// Adds this module's classes and functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOnnxPolicy>()?;
-    m.add_function(wrap_pyfunction!(fetch_model, m)?)?;
-    m.add_function(wrap_pyfunction!(setup_inference, m)?)?;
-    m.add_function(wrap_pyfunction!(make_tiny_model, m)?)?;
-    m.add_function(wrap_pyfunction!(known_models, m)?)?;
-    m.add_function(wrap_pyfunction!(_converter_script, m)?)?;
-    m.add_function(wrap_pyfunction!(convert_checkpoint, m)?)?;
+    add_functions!(m: fetch_model, setup_inference, make_tiny_model, known_models,
+        _converter_script, convert_checkpoint);
     Ok(())
 }

@@ -500,6 +500,6 @@ fn repair_feature_names() -> Vec<String> {
 /// Adds this module's classes and functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRepairPolicy>()?;
-    m.add_function(wrap_pyfunction!(repair_feature_names, m)?)?;
+    add_functions!(m: repair_feature_names);
     Ok(())
 }

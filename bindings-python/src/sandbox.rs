@@ -361,8 +361,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySandbox>()?;
     m.add_class::<PyTestReport>()?;
     m.add_class::<PyTestResult>()?;
-    m.add_function(wrap_pyfunction!(setup, m)?)?;
-    m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
+    add_functions!(m: setup, cache_dir);
     // Folders a workspace never copies: what a repository shipped to other machines leaves out.
     m.add(
         "SKIPPED_DIRS",

@@ -290,7 +290,6 @@ fn mutation_operators(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// Adds this module's classes and functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySynthesizer>()?;
-    m.add_function(wrap_pyfunction!(synthesize, m)?)?;
-    m.add_function(wrap_pyfunction!(mutation_operators, m)?)?;
+    add_functions!(m: synthesize, mutation_operators);
     Ok(())
 }

@@ -101,8 +101,6 @@ fn save_token_batch(py: Python<'_>, batch: Bound<'_, PyAny>, path: PathBuf) -> P
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_token_batch_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(_load_token_batch_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(save_token_batch, m)?)?;
+    add_functions!(m: _token_batch_raw, _load_token_batch_raw, save_token_batch);
     Ok(())
 }

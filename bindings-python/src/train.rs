@@ -472,8 +472,6 @@ fn train<'py>(
 /// Adds this module's classes and functions to the native module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGrpoTrainer>()?;
-    m.add_function(wrap_pyfunction!(group_advantages, m)?)?;
-    m.add_function(wrap_pyfunction!(learnability, m)?)?;
-    m.add_function(wrap_pyfunction!(train, m)?)?;
+    add_functions!(m: group_advantages, learnability, train);
     Ok(())
 }

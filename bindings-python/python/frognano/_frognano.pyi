@@ -4,6 +4,7 @@ from typing import (
     Any,
     Callable,
     Dict,
+    Final,
     Iterable,
     List,
     Literal,
@@ -38,59 +39,38 @@ _Path = Union[str, "PathLike[str]"]
 class TestResult:
     """One test's result."""
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def outcome(self) -> str:
-        """passed, failed, error, skipped, xfailed or xpassed."""
-    @property
-    def duration_s(self) -> float: ...
-    @property
-    def message(self) -> Optional[str]: ...
-    @property
-    def platform(self) -> Optional[str]:
-        """The feature WebAssembly (WASI) lacks that made the test fail (e.g. "sockets",
-        "os.umask"), or None."""
+    id: Final[str]
+    outcome: Final[str]
+    """passed, failed, error, skipped, xfailed or xpassed."""
+    duration_s: Final[float]
+    message: Final[Optional[str]]
+    platform: Final[Optional[str]]
+    """The feature WebAssembly (WASI) lacks that made the test fail (e.g. "sockets",
+    "os.umask"), or None."""
 
 @final
 class TestReport:
     """The structured result of one sandboxed test run."""
 
-    @property
-    def outcome(self) -> str:
-        """passed, failed, timeout, memory_exceeded, output_exceeded, crashed or no_tests."""
-    @property
-    def ok(self) -> bool: ...
-    @property
-    def passed(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def errors(self) -> int: ...
-    @property
-    def skipped(self) -> int: ...
-    @property
-    def xfailed(self) -> int: ...
-    @property
-    def xpassed(self) -> int: ...
-    @property
-    def duration_s(self) -> float: ...
-    @property
-    def exit_code(self) -> Optional[int]: ...
-    @property
-    def detail(self) -> Optional[str]: ...
-    @property
-    def interrupted(self) -> Optional[str]:
-        """The test running when the run stopped early (a crash or a limit), if any."""
-    @property
-    def stdout(self) -> str: ...
-    @property
-    def stderr(self) -> str: ...
-    @property
-    def tests(self) -> List[TestResult]: ...
-    @property
-    def profile(self) -> Optional[Dict[str, Any]]:
-        """Where the run's time went, phase by phase (seconds), or None."""
+    outcome: Final[str]
+    """passed, failed, timeout, memory_exceeded, output_exceeded, crashed or no_tests."""
+    ok: Final[bool]
+    passed: Final[int]
+    failed: Final[int]
+    errors: Final[int]
+    skipped: Final[int]
+    xfailed: Final[int]
+    xpassed: Final[int]
+    duration_s: Final[float]
+    exit_code: Final[Optional[int]]
+    detail: Final[Optional[str]]
+    interrupted: Final[Optional[str]]
+    """The test running when the run stopped early (a crash or a limit), if any."""
+    stdout: Final[str]
+    stderr: Final[str]
+    tests: Final[List[TestResult]]
+    profile: Final[Optional[Dict[str, Any]]]
+    """Where the run's time went, phase by phase (seconds), or None."""
     def to_json(self) -> str: ...
     def to_dict(self) -> Dict[str, Any]: ...
 
@@ -107,12 +87,9 @@ class Sandbox:
         disk_mb: Optional[int] = None,
         layer_snapshots: bool = False,
     ) -> Sandbox: ...
-    @property
-    def image(self) -> str: ...
-    @property
-    def workers(self) -> int: ...
-    @property
-    def uses_snapshot(self) -> bool: ...
+    image: Final[str]
+    workers: Final[int]
+    uses_snapshot: Final[bool]
     def run_tests(
         self,
         repo: _Path,
@@ -159,10 +136,8 @@ class RepoEnv:
     ) -> Tuple[str, Dict[str, Any]]: ...
     def step(self, action: _Action) -> _StepTuple: ...
     def record(self) -> Optional[Dict[str, Any]]: ...
-    @property
-    def outcome(self) -> Optional[Dict[str, Any]]: ...
-    @property
-    def workspace(self) -> Optional[str]: ...
+    outcome: Final[Optional[Dict[str, Any]]]
+    workspace: Final[Optional[str]]
     def close(self) -> None: ...
     def __enter__(self) -> RepoEnv: ...
     def __exit__(self, _exc_type: Any, _exc: Any, _tb: Any) -> None: ...
@@ -179,8 +154,7 @@ class EnvPool:
         max_observation_chars: int = 120000,
         observation_chars: int = 6000,
     ) -> EnvPool: ...
-    @property
-    def num_envs(self) -> int: ...
+    num_envs: Final[int]
     def reset(
         self, tasks: Sequence[Optional[Union[_Task, str]]]
     ) -> List[Optional[Tuple[str, Dict[str, Any]]]]:
@@ -260,17 +234,13 @@ class Synthesizer:
         """The same as generate(n)."""
     def feedback(self, outcomes: Iterable[Any]) -> None:
         """Accepts episode outcomes and ignores them (this synthesizer does not adapt)."""
-    @property
-    def stats(self) -> Dict[str, Any]:
-        """Counters so far, with tasks_per_minute."""
-    @property
-    def intake(self) -> Dict[str, Any]:
-        """passing, flaky, failing, skipped, order_dependent (test ids), suite_seconds,
-        content_hash."""
-    @property
-    def sites_per_operator(self) -> Dict[str, int]: ...
-    @property
-    def config(self) -> Dict[str, Any]: ...
+    stats: Final[Dict[str, Any]]
+    """Counters so far, with tasks_per_minute."""
+    intake: Final[Dict[str, Any]]
+    """passing, flaky, failing, skipped, order_dependent (test ids), suite_seconds,
+    content_hash."""
+    sites_per_operator: Final[Dict[str, int]]
+    config: Final[Dict[str, Any]]
 
 def synthesize(
     repo: _Path,
@@ -347,13 +317,10 @@ class RepairPolicy:
     def load_state(self, state: Dict[str, Any]) -> None: ...
     def set_weights(self, weights: Union[Dict[str, float], Sequence[float]]) -> None:
         """A dict name -> weight (the others keep theirs) or every weight in feature order."""
-    @property
-    def weights(self) -> Dict[str, float]:
-        """The weights by feature name, in the order of repair_feature_names()."""
-    @property
-    def config(self) -> Dict[str, Any]: ...
-    @property
-    def updates(self) -> int: ...
+    weights: Final[Dict[str, float]]
+    """The weights by feature name, in the order of repair_feature_names()."""
+    config: Final[Dict[str, Any]]
+    updates: Final[int]
     def set_greedy(self, greedy: bool) -> None: ...
 
 def repair_feature_names() -> List[str]:
@@ -397,16 +364,14 @@ class FrontierSynthesizer(_TaskSource):
         exclude: Optional[Iterable[Union[str, _Task]]] = None,
         synth_workers: int = 1,
     ) -> FrontierSynthesizer: ...
-    @property
-    def families(self) -> List[Dict[str, Any]]: ...
+    families: Final[List[Dict[str, Any]]]
 
 @final
 class StaticCurriculum(_TaskSource):
     """Uniform sampling from a fixed task set."""
 
     def __new__(cls, tasks: Sequence[Union[_Task, str]], seed: int = 0) -> StaticCurriculum: ...
-    @property
-    def tasks(self) -> List[_Task]: ...
+    tasks: Final[List[_Task]]
     def __len__(self) -> int: ...
 
 @final
@@ -450,18 +415,12 @@ class GrpoTrainer:
     def evaluate(self, policy: Any, tasks: Sequence[Union[_Task, str]]) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]: ...
     def save_checkpoint(self, path: _Path) -> None: ...
     def resume(self, path: _Path) -> None: ...
-    @property
-    def history(self) -> List[Dict[str, Any]]: ...
-    @property
-    def iteration(self) -> int: ...
-    @property
-    def last_batch(self) -> Optional[Dict[str, Any]]: ...
-    @property
-    def config(self) -> Dict[str, Any]: ...
-    @property
-    def policy(self) -> Any: ...
-    @property
-    def synthesizer(self) -> Any: ...
+    history: Final[List[Dict[str, Any]]]
+    iteration: Final[int]
+    last_batch: Final[Optional[Dict[str, Any]]]
+    config: Final[Dict[str, Any]]
+    policy: Final[Any]
+    synthesizer: Final[Any]
 
 def group_advantages(rewards: Sequence[float], estimator: str = "grpo") -> List[float]:
     """grpo: (r - mean) / (sample std + 1e-6); dr_grpo: r - mean; rloo: r - mean of the others."""
@@ -553,19 +512,14 @@ class LocalModel:
     @overload
     def full_logits(self, ids: Sequence[int], *, as_bytes: Literal[True]) -> Tuple[bytes, Tuple[int, int]]:
         """The same as native-order float32 bytes and their shape (seq, vocab)."""
-    @property
-    def config(self) -> Dict[str, Any]:
-        """num_layers, num_kv_heads, head_dim, vocab_size, context_length, eos_token_ids,
-        bos_token_id, pad_token_id, model_file."""
-    @property
-    def path(self) -> str: ...
-    @property
-    def has_chat_template(self) -> bool: ...
-    @property
-    def last_timing(self) -> Optional[Dict[str, Any]]:
-        """prefill_s, decode_s, first_token_s, prompt_tokens, generated_tokens, decode_steps."""
-    @property
-    def runtime_library(self) -> Optional[str]: ...
+    config: Final[Dict[str, Any]]
+    """num_layers, num_kv_heads, head_dim, vocab_size, context_length, eos_token_ids,
+    bos_token_id, pad_token_id, model_file."""
+    path: Final[str]
+    has_chat_template: Final[bool]
+    last_timing: Final[Optional[Dict[str, Any]]]
+    """prefill_s, decode_s, first_token_s, prompt_tokens, generated_tokens, decode_steps."""
+    runtime_library: Final[Optional[str]]
 
 @final
 class OnnxPolicy:
@@ -590,10 +544,8 @@ class OnnxPolicy:
     def messages(self, context: Dict[str, Any]) -> List[_Message]: ...
     def prompt_ids(self, context: Dict[str, Any]) -> List[int]: ...
     def reload(self, model: _Path) -> None: ...
-    @property
-    def config(self) -> Dict[str, Any]: ...
-    @property
-    def path(self) -> str: ...
+    config: Final[Dict[str, Any]]
+    path: Final[str]
 
 @final
 class LanguageModelPolicy:
@@ -624,18 +576,12 @@ class LanguageModelPolicy:
         """loss, updated, updates, handback_s (after an update), rollout_tokens_per_s, ..."""
     def state(self) -> Dict[str, Any]: ...
     def load_state(self, state: Dict[str, Any]) -> None: ...
-    @property
-    def updates(self) -> int: ...
-    @property
-    def weights(self) -> "Path": ...
-    @property
-    def start(self) -> str: ...
-    @property
-    def work_dir(self) -> str: ...
-    @property
-    def learner_info(self) -> Dict[str, Any]: ...
-    @property
-    def config(self) -> Dict[str, Any]: ...
+    updates: Final[int]
+    weights: Final["Path"]
+    start: Final[str]
+    work_dir: Final[str]
+    learner_info: Final[Dict[str, Any]]
+    config: Final[Dict[str, Any]]
 
 @final
 class HttpPolicy:
@@ -653,10 +599,8 @@ class HttpPolicy:
         """Per context a dict {"action", "logprobs", "token_ids", "prompt_ids", "decision"},
         plus "error" when the server could not be asked."""
     def models(self) -> Optional[List[str]]: ...
-    @property
-    def config(self) -> Dict[str, Any]: ...
-    @property
-    def base_url(self) -> str: ...
+    config: Final[Dict[str, Any]]
+    base_url: Final[str]
 
 def fetch_model(name: str, progress: Optional[Callable[[str], None]] = None) -> str:
     """Fetches and converts a registry model; returns its cache folder (int4/, fp32/ inside),
