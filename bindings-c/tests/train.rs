@@ -233,8 +233,8 @@ fn learnability_peaks_at_the_target() {
     assert_eq!(take_error(err).0, FrognanoErrorCode::NullPointer);
 }
 
-/// The tiny configuration of the tests and the C example: two held-out tasks, a static
-/// curriculum of three, two tasks of two rollouts per iteration.
+/// The tiny configuration of the tests: two held-out tasks, a static curriculum of three, two
+/// tasks of two rollouts per iteration, episodes of at most 12 steps.
 fn tiny_config(repo: &str) -> String {
     serde_json::json!({
         "repos": [repo],
@@ -243,7 +243,12 @@ fn tiny_config(repo: &str) -> String {
         "seed": 1,
         "held_out": 2,
         "static_tasks": 3,
-        "trainer": {"tasks_per_iteration": 2, "group_size": 2, "estimator": "rloo"},
+        "trainer": {
+            "tasks_per_iteration": 2,
+            "group_size": 2,
+            "estimator": "rloo",
+            "env": {"max_steps": 12},
+        },
     })
     .to_string()
 }

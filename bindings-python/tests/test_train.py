@@ -227,7 +227,7 @@ def test_trainer_iterates_checkpoints_and_resumes(sandbox, tasks, tmp_path):
     policy = frognano.RepairPolicy(seed=0)
     trainer = frognano.GrpoTrainer(
         sandbox, policy, frognano.StaticCurriculum(tasks, seed=0), tasks_per_iteration=2, group_size=2,
-        metrics_file=tmp_path / "metrics.jsonl",
+        max_steps=12, metrics_file=tmp_path / "metrics.jsonl",
     )
     assert trainer.iteration == 0 and trainer.history == [] and trainer.last_batch is None
     assert trainer.config["group_size"] == 2 and trainer.config["estimator"] == "grpo"

@@ -49,7 +49,7 @@ fn small_config() -> TrainerConfig {
         workers: 2,
         envs: 0,
         env: EnvConfig {
-            max_steps: 40,
+            max_steps: 12,
             ..EnvConfig::default()
         },
         format_reward: 0.0,
