@@ -109,7 +109,7 @@ typedef enum FrognanoRunOutcome {
      */
     FROGNANO_RUN_OUTCOME_FAILED = 1,
     /**
-     * The time limit ended the run (the guest's CPU time, or the wall-clock backstop at four
+     * The time limit ended the run (the guest's own time, or the wall-clock backstop at four
      * times it).
      */
     FROGNANO_RUN_OUTCOME_TIMEOUT = 2,
@@ -246,8 +246,8 @@ typedef struct FrognanoTrainer FrognanoTrainer;
  */
 typedef struct FrognanoLimits {
     /**
-     * Seconds of the guest's CPU time per run (positive and finite; a guest that waits
-     * instead of working is stopped at four times this in wall-clock time).
+     * Seconds of the guest's own time per run: its CPU time and its sleeps, not its waits for
+     * a core (positive and finite).
      */
     double timeout_s;
     /**

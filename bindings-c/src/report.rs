@@ -16,7 +16,7 @@ pub enum FrognanoRunOutcome {
     Passed = 0,
     /// At least one test failed or errored.
     Failed = 1,
-    /// The time limit ended the run (the guest's CPU time, or the wall-clock backstop at four
+    /// The time limit ended the run (the guest's own time, or the wall-clock backstop at four
     /// times it).
     Timeout = 2,
     /// The guest asked for more memory than its cap.

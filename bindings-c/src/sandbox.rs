@@ -18,8 +18,8 @@ use crate::report::FrognanoReport;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FrognanoLimits {
-    /// Seconds of the guest's CPU time per run (positive and finite; a guest that waits
-    /// instead of working is stopped at four times this in wall-clock time).
+    /// Seconds of the guest's own time per run: its CPU time and its sleeps, not its waits for
+    /// a core (positive and finite).
     pub timeout_s: f64,
     /// Linear-memory cap of the guest, in MiB (1 to 4096).
     pub memory_mb: u64,

@@ -125,8 +125,8 @@ struct TestArgs {
     /// Print one JSON object with the report on stdout.
     #[arg(long)]
     json: bool,
-    /// Time limit in seconds of the guest's CPU time (a guest that waits instead of working
-    /// is stopped at four times this in wall-clock time).
+    /// Time limit in seconds of the guest's own time: its CPU time and its sleeps, not its
+    /// waits for a core.
     #[arg(long, allow_negative_numbers = true)]
     timeout: Option<f64>,
     /// Memory cap in MiB.

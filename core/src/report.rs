@@ -45,7 +45,7 @@ pub enum RunOutcome {
     Passed,
     /// At least one test failed or errored.
     Failed,
-    /// The time limit ended the run (the guest's CPU time, or the wall-clock backstop).
+    /// The time limit ended the run (the guest's own time, or the wall-clock backstop).
     Timeout,
     /// The guest asked for more memory than its cap.
     MemoryExceeded,

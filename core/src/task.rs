@@ -84,9 +84,11 @@ impl RepoSource {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Limits {
-    /// Seconds of the guest's own CPU time per run: its work, not the machine's load, so that
-    /// a verdict does not depend on what else runs beside it. A guest that does not use the
-    /// CPU (it sleeps, say) is stopped after four times this in wall-clock seconds.
+    /// Seconds of the guest's own time per run: its CPU time plus the time it waits of its own
+    /// accord (a sleep), not the time the machine's load makes it wait for a core, so that a
+    /// verdict does not depend on what else runs beside it. Where the kernel does not say how
+    /// long a thread waited for a core, CPU time alone counts and a guest that sleeps is
+    /// stopped after four times this in wall-clock seconds.
     pub timeout_s: f64,
     /// Linear-memory cap of the guest, in MiB.
     pub memory_mb: u64,

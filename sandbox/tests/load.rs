@@ -1,6 +1,6 @@
-//! Verdicts do not depend on the machine's load: a run's time limit counts the guest's own CPU
-//! time, so a suite that passes idle passes with every core saturated, and an endless loop
-//! still ends. (A test binary of its own: its load would slow the timing checks of others.)
+//! Verdicts do not depend on the machine's load: a run's time limit counts the guest's own
+//! time (never its waits for a core), so a suite that passes idle passes with every core
+//! saturated, and an endless loop still ends. (A test binary of its own: its load would slow the timing checks of others.)
 
 mod common;
 
@@ -45,7 +45,7 @@ fn time_limits_count_the_guests_work_not_the_machines_load() {
         "the load slowed the run past a wall-clock limit: {:.2} s vs {limit:.2} s",
         loaded.duration_s
     );
-    // An endless loop under the same load still ends, at its CPU limit (or the backstop).
+    // An endless loop under the same load still ends, at its time limit (or the backstop).
     let started = Instant::now();
     let load = Saturation::start(3);
     let spin = common::run_one(

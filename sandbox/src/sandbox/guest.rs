@@ -1,4 +1,4 @@
-//! One guest run: the mounts and WASI context, the memory cap, and the time (the guest's CPU
+//! One guest run: the mounts and WASI context, the memory cap, and the time (the guest's own
 //! time, with a wall-clock backstop), disk and output limits and cancellation that end a run as
 //! an outcome instead of an error.
 
@@ -11,7 +11,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
-use super::cpu_budget::{CpuMetered, wall_backstop};
+use super::time_budget::{Metered, OwnClock, wall_backstop};
 use super::{CancelFlag, GUEST_DEPS, GUEST_PYTEST, GUEST_STDLIB, GUEST_TMP, GUEST_WORK, Sandbox};
 use crate::error::{Result, SandboxError};
 use crate::image::ImageFiles;
@@ -145,11 +145,13 @@ impl Sandbox {
         let started = Instant::now();
         let cpu_used = std::sync::atomic::AtomicU64::new(0);
         let budget = Duration::from_secs_f64(limits.timeout_s);
+        let clock = OwnClock::start();
         let call = tokio::time::timeout(
             wall_backstop(limits.timeout_s),
-            CpuMetered::new(
+            Metered::new(
                 call_program(template, &mut store, program),
                 budget,
+                &clock,
                 &cpu_used,
             ),
         );
@@ -176,10 +178,12 @@ impl Sandbox {
         };
         let outcome = tokio::select! {
             outcome = call => Some(outcome),
+            () = clock.reached(budget) => Some(Ok(None)),
             () = cancelled => return Err(SandboxError::Cancelled),
             () = disk_full => None,
         };
         let duration = started.elapsed();
+        let own = clock.elapsed();
         let cpu = Duration::from_nanos(cpu_used.load(std::sync::atomic::Ordering::Relaxed));
         let memory_refused = store.data().memory.refused;
         let instantiate = store.data().instantiate;
@@ -210,7 +214,9 @@ impl Sandbox {
                 run.limit = Some(RunOutcome::Timeout);
                 run.detail = Some(format!(
                     "wall-clock backstop of {:.1} s reached with {:.1} s of CPU used (the limit \
-                     is {:.1} s of CPU; a guest that waits instead of working ends here)",
+                     is {:.1} s of the guest's own time; where the kernel does not say how long \
+                     the guest waited for a core, a guest that waits instead of working ends \
+                     here)",
                     wall_backstop(limits.timeout_s).as_secs_f64(),
                     cpu.as_secs_f64(),
                     limits.timeout_s
@@ -219,8 +225,11 @@ impl Sandbox {
             Some(Ok(None)) => {
                 run.limit = Some(RunOutcome::Timeout);
                 run.detail = Some(format!(
-                    "time limit of {:.1} s of CPU reached ({:.1} s of wall-clock time)",
+                    "time limit of {:.1} s reached: {:.1} s of CPU and {:.1} s waiting of its \
+                     own accord ({:.1} s of wall-clock time)",
                     limits.timeout_s,
+                    cpu.as_secs_f64(),
+                    own.saturating_sub(cpu).as_secs_f64(),
                     duration.as_secs_f64()
                 ));
             }

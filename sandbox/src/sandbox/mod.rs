@@ -9,7 +9,6 @@
 //! once, and `report` turns a run into a test report with its time profile.
 
 mod batch;
-mod cpu_budget;
 mod engine;
 mod function_cache;
 mod guest;
@@ -20,6 +19,7 @@ mod python;
 mod report;
 mod shard;
 mod snapshot;
+mod time_budget;
 mod trap_handlers;
 
 use std::fs;
